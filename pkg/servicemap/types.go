@@ -1,0 +1,129 @@
+// Package servicemap turns Kubernetes Services and EndpointSlices into the
+// desired datapath state: one Frontend per (address, port, protocol) a client
+// may connect to, each with the backends kube-proxy would pick from. It is
+// pure: no kernel, no API calls, so every kube-proxy rule is a table test.
+package servicemap
+
+import (
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Protocol is the IANA protocol number, the value the kernel puts in
+// bpf_sock_addr.protocol, so the datapath needs no translation table.
+type Protocol uint8
+
+const (
+	TCP  Protocol = 6
+	UDP  Protocol = 17
+	SCTP Protocol = 132
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("proto-%d", uint8(p))
+}
+
+// FrontendKey is what KUBE-SERVICES matches on: destination address, port and
+// protocol. Addr is always unmapped (a plain IPv4 or IPv6 address).
+type FrontendKey struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto Protocol
+}
+
+func (k FrontendKey) String() string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
+}
+
+// Kind says why a frontend exists; ClusterIP is the only one for now.
+type Kind uint8
+
+const (
+	KindClusterIP Kind = iota
+	KindNodePort
+	KindExternalIP
+	KindLoadBalancer
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindClusterIP:
+		return "ClusterIP"
+	case KindNodePort:
+		return "NodePort"
+	case KindExternalIP:
+		return "ExternalIP"
+	case KindLoadBalancer:
+		return "LoadBalancer"
+	}
+	return fmt.Sprintf("kind-%d", uint8(k))
+}
+
+// Backend is one KUBE-SEP: a pod address and the resolved target port.
+type Backend struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+func (b Backend) String() string { return netip.AddrPortFrom(b.Addr, b.Port).String() }
+
+// Frontend is one KUBE-SVC chain: a frontend and the backends it spreads over.
+// Backends is sorted (by address, then port) and free of duplicates, so two
+// Frontends built from the same objects compare equal with Equal.
+type Frontend struct {
+	Key      FrontendKey
+	Kind     Kind
+	Service  types.NamespacedName
+	PortName string
+	Backends []Backend
+}
+
+// Equal reports whether the datapath would program a and b identically.
+func (a Frontend) Equal(b Frontend) bool {
+	if a.Key != b.Key || a.Kind != b.Kind || a.Service != b.Service ||
+		a.PortName != b.PortName || len(a.Backends) != len(b.Backends) {
+		return false
+	}
+	for i := range a.Backends {
+		if a.Backends[i] != b.Backends[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// State is the whole desired datapath: every frontend of the node.
+type State map[FrontendKey]Frontend
+
+// Problem is an object, or part of one, that could not be used. The agent
+// logs it and counts it; everything else is still programmed.
+type Problem struct {
+	Kind   string // "Service" or "EndpointSlice"
+	Object types.NamespacedName
+	Reason string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s %s: %s", p.Kind, p.Object, p.Reason)
+}
+
+// Input is every object Build reads: a snapshot of the API (or of the
+// manifests directory) and the identity of this node.
+type Input struct {
+	Services []*corev1.Service
+	Slices   []*discoveryv1.EndpointSlice
+	Nodes    []*corev1.Node
+	NodeName string
+}
