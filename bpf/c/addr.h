@@ -1,0 +1,31 @@
+/* IPv4 addresses travel as IPv4-mapped IPv6 (::ffff:a.b.c.d) inside socklb,
+ * matching how the maps store them. */
+#ifndef SOCKLB_ADDR_H
+#define SOCKLB_ADDR_H
+
+#include <linux/types.h>
+#include <bpf/bpf_endian.h>
+
+static __always_inline void addr_from_v4(__u8 addr[16], __u32 ip4)
+{
+	__u32 *w = (__u32 *)addr;
+
+	w[0] = 0;
+	w[1] = 0;
+	w[2] = bpf_htonl(0x0000ffff);
+	w[3] = ip4;
+}
+
+static __always_inline __u32 addr_to_v4(const __u8 addr[16])
+{
+	return ((const __u32 *)addr)[3];
+}
+
+static __always_inline int addr_is_v4(const __u8 addr[16])
+{
+	const __u32 *w = (const __u32 *)addr;
+
+	return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
+}
+
+#endif

@@ -1,0 +1,132 @@
+/* Map layout: the three links of kube-proxy's iptables chain, plus the state
+ * a socket-level LB needs where iptables has conntrack. Keys and values are
+ * named structs so BTF lets `bpftool map dump` print fields, and bpf2go emits
+ * matching Go types. Addresses are 16 bytes: IPv4 is stored IPv4-mapped
+ * (::ffff:a.b.c.d) so one key type serves both families and a v4-mapped
+ * IPv6 socket finds an IPv4 service with no second lookup. Ports are in
+ * network byte order, as the kernel hands them to sock_addr programs.
+ */
+#ifndef SOCKLB_MAPS_H
+#define SOCKLB_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+/* Sizes are defaults; the agent overrides max_entries at load time. */
+#define SOCKLB_MAX_SERVICES 65536
+#define SOCKLB_MAX_BACKENDS 262144
+#define SOCKLB_MAX_REVNAT 262144
+
+/* KUBE-SERVICES: which frontends exist. */
+struct svc_key {
+	__u8 addr[16];
+	__be16 port;
+	__u8 proto; /* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP */
+	__u8 pad;
+};
+
+struct svc_value {
+	__u32 svc_id;
+	__u32 count;	  /* backends in this generation's slots; 0 = REJECT */
+	__u32 generation; /* which slots are live; flipped by one map write */
+	__u32 affinity_timeout;
+	__u16 flags;
+	__u8 kind; /* ClusterIP, NodePort, ExternalIP, LoadBalancer */
+	__u8 pad;
+};
+
+/* KUBE-SVC-*: the slot -> backend table a random draw indexes. Keyed by
+ * generation so a new backend set is written beside the live one. */
+struct slot_key {
+	__u32 svc_id;
+	__u32 generation;
+	__u32 slot;
+};
+
+/* KUBE-SEP-*: where a backend lives. */
+struct backend {
+	__u8 addr[16];
+	__be16 port;
+	__u8 proto;
+	__u8 flags;
+};
+
+/* Per-socket reverse translation, so replies and getpeername show the VIP. */
+struct revnat_key {
+	__u64 cookie;
+	__u8 addr[16]; /* the backend the socket was sent to */
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+};
+
+struct revnat_value {
+	__u8 addr[16]; /* the frontend the application asked for */
+	__be16 port;
+	__u16 pad;
+	__u32 svc_id;
+};
+
+/* Which Service port a svc_id belongs to. Only the agent and `socklb inspect`
+ * read it; it lives in a map so the names survive an agent restart and show
+ * up in `bpftool map dump` next to the ids. */
+struct svc_name {
+	char name[128]; /* namespace/name:port */
+};
+
+/* iptables -L -v pkts column, per KUBE-SEP. */
+struct backend_stats {
+	__u64 connects;
+	__u64 datagrams;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	/* Not preallocated: a replaced element is freed after an RCU grace
+	 * period instead of being recycled under a reader's feet. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_SERVICES);
+	__type(key, struct svc_key);
+	__type(value, struct svc_value);
+} services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__type(key, struct slot_key);
+	__type(value, __u32); /* backend id */
+} slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__type(key, __u32); /* backend id */
+	__type(value, struct backend);
+} backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SOCKLB_MAX_REVNAT);
+	__type(key, struct revnat_key);
+	__type(value, struct revnat_value);
+} revnat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__type(key, __u32); /* backend id */
+	__type(value, struct backend_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_SERVICES);
+	__type(key, __u32); /* svc id */
+	__type(value, struct svc_name);
+} svc_names SEC(".maps");
+
+#endif

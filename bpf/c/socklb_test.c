@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* BPF_PROG_TEST_RUN cannot run cgroup sock_addr programs, but it runs
+ * SEC("syscall") ones. These wrap the very lb.h functions the hooks call;
+ * the Go tests load them with their maps replaced by the datapath's own. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "lb.h"
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+struct test_ctx {
+	struct lb_req req;
+	__u32 verdict;
+	__u32 pad;
+};
+
+#define CTX_WORDS (sizeof(struct test_ctx) / sizeof(__u64))
+
+/* The verifier only allows context loads and stores at a constant offset
+ * from the context pointer itself, so copy word by word, unrolled, instead
+ * of letting clang memcpy through a derived pointer. */
+static __always_inline void ctx_load(struct test_ctx *dst, struct test_ctx *ctx)
+{
+	__u64 *d = (__u64 *)dst;
+	volatile __u64 *s = (volatile __u64 *)ctx;
+
+#pragma unroll
+	for (int i = 0; i < CTX_WORDS; i++)
+		d[i] = s[i];
+}
+
+static __always_inline void ctx_store(struct test_ctx *ctx, struct test_ctx *src)
+{
+	volatile __u64 *d = (volatile __u64 *)ctx;
+	__u64 *s = (__u64 *)src;
+
+#pragma unroll
+	for (int i = 0; i < CTX_WORDS; i++)
+		d[i] = s[i];
+}
+
+SEC("syscall")
+int test_translate_connect(struct test_ctx *ctx)
+{
+	struct test_ctx tc;
+
+	ctx_load(&tc, ctx);
+	tc.verdict = lb_translate(&tc.req, LB_COUNT_CONNECT);
+	ctx_store(ctx, &tc);
+	return 0;
+}
+
+SEC("syscall")
+int test_translate_datagram(struct test_ctx *ctx)
+{
+	struct test_ctx tc;
+
+	ctx_load(&tc, ctx);
+	tc.verdict = lb_translate(&tc.req, LB_COUNT_DATAGRAM);
+	ctx_store(ctx, &tc);
+	return 0;
+}
+
+SEC("syscall")
+int test_revnat(struct test_ctx *ctx)
+{
+	struct test_ctx tc;
+
+	ctx_load(&tc, ctx);
+	tc.verdict = lb_revnat(&tc.req);
+	ctx_store(ctx, &tc);
+	return 0;
+}

@@ -1,0 +1,224 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cilium/ebpf"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// ApplyResult says what one Apply changed.
+type ApplyResult struct {
+	Upserted int // frontends written (new or changed)
+	Removed  int
+	// Failed maps each frontend that could not be programmed to why. Such
+	// a frontend keeps what it had before (or stays absent); the next
+	// Apply tries again.
+	Failed map[servicemap.FrontendKey]error
+}
+
+// Err joins the failures into one error, sorted for stable logs.
+func (r ApplyResult) Err() error {
+	keys := make([]servicemap.FrontendKey, 0, len(r.Failed))
+	for k := range r.Failed {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	errs := make([]error, 0, len(keys))
+	for _, k := range keys {
+		errs = append(errs, r.Failed[k])
+	}
+	return errors.Join(errs...)
+}
+
+// Apply makes the maps hold exactly want, touching only frontends that
+// differ from what is programmed. Each frontend is switched atomically:
+// readers see its old backend set or its new one, never a mix.
+func (d *Datapath) Apply(want servicemap.State) ApplyResult {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
+	// Removals first: they free ids and map room the upserts may need.
+	for key, cur := range d.current {
+		if _, ok := want[key]; ok {
+			continue
+		}
+		if err := d.remove(cur); err != nil {
+			res.Failed[key] = fmt.Errorf("removing %s (%s): %w", key, svcName(cur.Frontend), err)
+			continue
+		}
+		res.Removed++
+	}
+	for key, fe := range want {
+		if cur, ok := d.current[key]; ok && !cur.Broken && cur.Frontend.Equal(fe) {
+			continue
+		}
+		if err := d.upsert(fe); err != nil {
+			res.Failed[key] = fmt.Errorf("programming %s (Service %s, port %q): %w", key, fe.Service, fe.PortName, err)
+			continue
+		}
+		res.Upserted++
+	}
+	return res
+}
+
+// upsert writes fe's new generation beside the live one, flips the service
+// entry to it with one map update, then deletes what only the old
+// generation used. On failure it undoes its own writes, so the live
+// generation is untouched.
+func (d *Datapath) upsert(fe servicemap.Frontend) error {
+	old := d.current[fe.Key]
+	var undo []func()
+	rollback := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+
+	next := &Service{Frontend: fe, Generation: 1}
+	if old != nil {
+		next.ID = old.ID
+		next.Generation = old.Generation + 1
+	} else {
+		id, err := d.svcIDs.alloc()
+		if err != nil {
+			return fmt.Errorf("services map is full (%s): raise --max-services", err)
+		}
+		next.ID = id
+		undo = append(undo, func() { d.svcIDs.free(id) })
+	}
+	oldIDs := map[servicemap.Backend]uint32{}
+	if old != nil {
+		for i, b := range old.Frontend.Backends {
+			oldIDs[b] = old.BackendIDs[i]
+		}
+	}
+
+	// Backends first: a slot must never point at a missing backend.
+	for _, b := range fe.Backends {
+		if id, ok := oldIDs[b]; ok {
+			next.BackendIDs = append(next.BackendIDs, id)
+			continue
+		}
+		id, err := d.newBackend(fe.Key.Proto, b)
+		if err != nil {
+			rollback()
+			return err
+		}
+		undo = append(undo, func() { d.deleteBackend(id) })
+		next.BackendIDs = append(next.BackendIDs, id)
+	}
+	for slot, id := range next.BackendIDs {
+		sk := socklbbpf.SocklbSlotKey{SvcId: next.ID, Generation: next.Generation, Slot: uint32(slot)}
+		if err := d.t.slots.Put(sk, id); err != nil {
+			rollback()
+			return mapErr("slots", "--max-backends", err)
+		}
+		undo = append(undo, func() { _ = d.t.slots.Delete(sk) })
+	}
+	if old == nil || svcName(old.Frontend) != svcName(fe) {
+		var name socklbbpf.SocklbSvcName
+		for i, c := range []byte(svcName(fe)) {
+			if i == len(name.Name)-1 {
+				break
+			}
+			name.Name[i] = int8(c)
+		}
+		if err := d.t.svcNames.Put(next.ID, name); err != nil {
+			rollback()
+			return mapErr("svc_names", "--max-services", err)
+		}
+	}
+
+	// The flip: from here on readers use the new generation.
+	sv := socklbbpf.SocklbSvcValue{
+		SvcId:      next.ID,
+		Count:      uint32(len(next.BackendIDs)),
+		Generation: next.Generation,
+		Kind:       uint8(fe.Kind),
+	}
+	if err := d.t.services.Put(svcKey(fe.Key), sv); err != nil {
+		rollback()
+		return mapErr("services", "--max-services", err)
+	}
+	d.current[fe.Key] = next
+
+	if old != nil {
+		d.retire(old, next)
+	}
+	return nil
+}
+
+// retire deletes the old generation's slots and the backends only it used.
+// A reader still holding the old generation retries against the new one.
+func (d *Datapath) retire(old, next *Service) {
+	for slot := range old.BackendIDs {
+		_ = d.t.slots.Delete(socklbbpf.SocklbSlotKey{SvcId: old.ID, Generation: old.Generation, Slot: uint32(slot)})
+	}
+	kept := map[uint32]bool{}
+	for _, id := range next.BackendIDs {
+		kept[id] = true
+	}
+	for _, id := range old.BackendIDs {
+		if !kept[id] {
+			d.deleteBackend(id)
+		}
+	}
+}
+
+func (d *Datapath) remove(cur *Service) error {
+	if err := d.t.services.Delete(svcKey(cur.Frontend.Key)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("deleting service entry: %w", err)
+	}
+	delete(d.current, cur.Frontend.Key)
+	d.retire(cur, &Service{})
+	_ = d.t.svcNames.Delete(cur.ID)
+	d.svcIDs.free(cur.ID)
+	return nil
+}
+
+func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (uint32, error) {
+	id, err := d.backendIDs.alloc()
+	if err != nil {
+		return 0, fmt.Errorf("backends map is full (%s): raise --max-backends", err)
+	}
+	// The counter exists before the backend so the first connect counts.
+	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
+	if err := d.t.stats.Put(id, zero); err != nil {
+		d.backendIDs.free(id)
+		return 0, mapErr("stats", "--max-backends", err)
+	}
+	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto)}
+	if err := d.t.backends.Put(id, be); err != nil {
+		_ = d.t.stats.Delete(id)
+		d.backendIDs.free(id)
+		return 0, mapErr("backends", "--max-backends", err)
+	}
+	return id, nil
+}
+
+func (d *Datapath) deleteBackend(id uint32) {
+	_ = d.t.backends.Delete(id)
+	_ = d.t.stats.Delete(id)
+	d.backendIDs.free(id)
+}
+
+func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
+	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto)}
+}
+
+// mapErr names the map and the flag that sizes it when the kernel says the
+// map is full (hash maps answer E2BIG).
+func mapErr(m, flag string, err error) error {
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("writing %s map: %w", m, err)
+	}
+	if isFull(err) {
+		return fmt.Errorf("%s map is full: raise %s (nothing already programmed was changed)", m, flag)
+	}
+	return fmt.Errorf("writing %s map: %w", m, err)
+}

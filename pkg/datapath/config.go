@@ -1,0 +1,61 @@
+// Package datapath is the only package that touches the kernel: it loads
+// socklb's BPF programs, pins them and their maps under one bpffs directory,
+// attaches them to a cgroup, and writes the desired state into the maps as a
+// diff. A new agent adopts what an earlier one pinned, so the datapath keeps
+// serving across restarts and upgrades.
+package datapath
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// Config says where the datapath lives and how big its maps are.
+type Config struct {
+	// BPFFSPath is the directory (on a bpffs mount) holding socklb's pins.
+	BPFFSPath string
+	// CgroupPath is the cgroup v2 directory the hooks attach to. Empty loads
+	// and pins the maps without attaching anything (tests, inspect).
+	CgroupPath string
+	// Map capacities. Zero takes the default.
+	MaxServices uint32
+	MaxBackends uint32
+	MaxRevNAT   uint32
+}
+
+// Defaults sized for a large cluster: each Service port is one service
+// entry per frontend address; each endpoint of it one backend.
+const (
+	DefaultMaxServices = 65536
+	DefaultMaxBackends = 262144
+	DefaultMaxRevNAT   = 262144
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxServices == 0 {
+		c.MaxServices = DefaultMaxServices
+	}
+	if c.MaxBackends == 0 {
+		c.MaxBackends = DefaultMaxBackends
+	}
+	if c.MaxRevNAT == 0 {
+		c.MaxRevNAT = DefaultMaxRevNAT
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.BPFFSPath == "" {
+		return fmt.Errorf("bpffs path is empty: pass --bpffs-path, a directory on a bpf filesystem such as /sys/fs/bpf/socklb")
+	}
+	if !filepath.IsAbs(c.BPFFSPath) {
+		return fmt.Errorf("bpffs path %q is not absolute", c.BPFFSPath)
+	}
+	if c.CgroupPath != "" && !filepath.IsAbs(c.CgroupPath) {
+		return fmt.Errorf("cgroup path %q is not absolute", c.CgroupPath)
+	}
+	return nil
+}
+
+func mapsDir(bpffs string) string  { return filepath.Join(bpffs, "maps") }
+func linksDir(bpffs string) string { return filepath.Join(bpffs, "links") }

@@ -1,0 +1,106 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// Datapath owns the loaded programs, the pinned maps and the record of what
+// they hold. Its methods are safe for concurrent use.
+type Datapath struct {
+	cfg  Config
+	objs *socklbbpf.SocklbObjects
+	t    tables
+
+	mu         sync.Mutex
+	current    map[servicemap.FrontendKey]*Service
+	svcIDs     *idAllocator
+	backendIDs *idAllocator
+}
+
+// Open loads socklb's programs and maps (adopting pinned maps and their
+// contents when an earlier agent left them), and, when cfg.CgroupPath is
+// set, attaches the hooks to that cgroup with pinned links.
+func Open(cfg Config) (*Datapath, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	objs, err := loadObjects(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Datapath{
+		cfg:        cfg,
+		objs:       objs,
+		t:          tablesOf(&objs.SocklbMaps),
+		svcIDs:     newIDAllocator(cfg.MaxServices),
+		backendIDs: newIDAllocator(cfg.MaxBackends),
+	}
+	if err := d.adopt(); err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("adopting pinned state under %s: %w", cfg.BPFFSPath, err)
+	}
+	if cfg.CgroupPath != "" {
+		if err := attachHooks(cfg, &objs.SocklbPrograms); err != nil {
+			objs.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Close releases this process's handles. Pinned maps and links stay, so the
+// hooks keep translating with the last programmed state.
+func (d *Datapath) Close() error { return d.objs.Close() }
+
+// Maps exposes the loaded maps to tests that load programs beside them.
+func (d *Datapath) Maps() *socklbbpf.SocklbMaps { return &d.objs.SocklbMaps }
+
+// Programmed returns a copy of the programmed frontends.
+func (d *Datapath) Programmed() map[servicemap.FrontendKey]Service {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[servicemap.FrontendKey]Service, len(d.current))
+	for k, s := range d.current {
+		out[k] = *s
+	}
+	return out
+}
+
+// adopt reads back what the maps hold, so the first Apply after a restart
+// is a diff against the kernel's truth, and removes what a crash mid-update
+// left unreferenced.
+func (d *Datapath) adopt() error {
+	cur, err := readServices(d.t)
+	if err != nil {
+		return err
+	}
+	live := map[socklbbpf.SocklbSlotKey]bool{}
+	liveBackends := map[uint32]bool{}
+	for _, s := range cur {
+		d.svcIDs.reserve(s.ID)
+		for _, id := range s.BackendIDs {
+			d.backendIDs.reserve(id)
+			liveBackends[id] = true
+		}
+		for slot := uint32(0); slot < uint32(len(s.BackendIDs)); slot++ {
+			live[socklbbpf.SocklbSlotKey{SvcId: s.ID, Generation: s.Generation, Slot: slot}] = true
+		}
+	}
+	d.current = cur
+	var errs []error
+	errs = append(errs, sweep(d.t.slots, func(k socklbbpf.SocklbSlotKey) bool { return live[k] }))
+	errs = append(errs, sweep(d.t.backends, func(id uint32) bool { return liveBackends[id] }))
+	errs = append(errs, sweep(d.t.stats, func(id uint32) bool { return liveBackends[id] }))
+	liveSvc := map[uint32]bool{}
+	for _, s := range cur {
+		liveSvc[s.ID] = true
+	}
+	errs = append(errs, sweep(d.t.svcNames, func(id uint32) bool { return liveSvc[id] }))
+	return errors.Join(errs...)
+}

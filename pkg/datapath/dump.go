@@ -1,0 +1,106 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cilium/ebpf"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// BackendDump is one KUBE-SEP with its counters.
+type BackendDump struct {
+	ID        uint32
+	Backend   servicemap.Backend
+	Connects  uint64
+	Datagrams uint64
+}
+
+// ServiceDump is one KUBE-SVC chain as the live maps hold it.
+type ServiceDump struct {
+	Frontend   servicemap.Frontend
+	ID         uint32
+	Generation uint32
+	Broken     bool
+	Backends   []BackendDump
+}
+
+// Dump reads the maps pinned under bpffs, without loading any program, in
+// the order kube-proxy users read iptables-save: by address, port, protocol.
+func Dump(bpffs string) ([]ServiceDump, error) {
+	t, closeAll, err := openPinnedTables(bpffs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
+	svcs, err := readServices(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ServiceDump, 0, len(svcs))
+	for _, s := range svcs {
+		sd := ServiceDump{Frontend: s.Frontend, ID: s.ID, Generation: s.Generation, Broken: s.Broken}
+		for i, id := range s.BackendIDs {
+			c, dg, err := backendCounters(t, id)
+			if err != nil {
+				return nil, fmt.Errorf("reading counters of backend %d: %w", id, err)
+			}
+			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i], Connects: c, Datagrams: dg})
+		}
+		out = append(out, sd)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Frontend.Key, out[j].Frontend.Key
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c < 0
+		}
+		if a.Port != b.Port {
+			return a.Port < b.Port
+		}
+		return a.Proto < b.Proto
+	})
+	return out, nil
+}
+
+func openPinnedTables(bpffs string) (tables, func(), error) {
+	var opened []*ebpf.Map
+	closeAll := func() {
+		for _, m := range opened {
+			m.Close()
+		}
+	}
+	open := func(name string) (*ebpf.Map, error) {
+		path := filepath.Join(mapsDir(bpffs), name)
+		m, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: true})
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no socklb map pinned at %s: is the agent running with --bpffs-path %s?", path, bpffs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("opening pinned map %s: %w", path, err)
+		}
+		opened = append(opened, m)
+		return m, nil
+	}
+	var t tables
+	for name, dst := range map[string]**ebpf.Map{
+		socklbbpf.SocklbMapServices: &t.services,
+		socklbbpf.SocklbMapSlots:    &t.slots,
+		socklbbpf.SocklbMapBackends: &t.backends,
+		socklbbpf.SocklbMapStats:    &t.stats,
+		socklbbpf.SocklbMapSvcNames: &t.svcNames,
+		socklbbpf.SocklbMapRevnat:   &t.revnat,
+	} {
+		m, err := open(name)
+		if err != nil {
+			closeAll()
+			return tables{}, nil, err
+		}
+		*dst = m
+	}
+	return t, closeAll, nil
+}

@@ -1,0 +1,144 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+const (
+	verdictPass   = 0
+	verdictXlated = 1
+	verdictRefuse = 2
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loads BPF programs and pins maps on bpffs (CI runs this as root)")
+	}
+}
+
+var pinSeq atomic.Int32
+
+// pinDir is a fresh per-test directory on a bpffs instance of the test's
+// own, so tests never touch the host's /sys/fs/bpf; unmounting it at the
+// end drops anything Cleanup missed.
+func pinDir(t *testing.T) string {
+	t.Helper()
+	mnt := t.TempDir()
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatalf("mounting a bpf filesystem at %s: %v", mnt, err)
+	}
+	dir := filepath.Join(mnt, fmt.Sprintf("socklb-%d", pinSeq.Add(1)))
+	t.Cleanup(func() {
+		if err := Cleanup(dir); err != nil {
+			t.Errorf("cleanup of %s: %v", dir, err)
+		}
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmounting %s: %v", mnt, err)
+		}
+	})
+	return dir
+}
+
+// openTest opens a datapath that pins maps but attaches nothing.
+func openTest(t *testing.T, cfg Config) *Datapath {
+	t.Helper()
+	requireRoot(t)
+	if cfg.BPFFSPath == "" {
+		cfg.BPFFSPath = pinDir(t)
+	}
+	d, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// testProgs loads the SEC("syscall") wrappers around lb.h, sharing d's maps.
+func testProgs(t *testing.T, d *Datapath) *socklbbpf.SocklbTestPrograms {
+	t.Helper()
+	spec, err := socklbbpf.LoadSocklbTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applySizes(spec.Maps, d.cfg)
+	m := d.Maps()
+	var objs socklbbpf.SocklbTestObjects
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"services": m.Services, "slots": m.Slots, "backends": m.Backends,
+		"stats": m.Stats, "revnat": m.Revnat, "svc_names": m.SvcNames,
+	}})
+	if err != nil {
+		t.Fatalf("loading test programs: %v", err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	return &objs.SocklbTestPrograms
+}
+
+type result struct {
+	verdict   uint32
+	addrPort  netip.AddrPort
+	backendID uint32
+}
+
+func run(t testing.TB, prog *ebpf.Program, dst netip.AddrPort, proto servicemap.Protocol, cookie uint64) result {
+	in := socklbbpf.SocklbTestTestCtx{Req: socklbbpf.SocklbTestLbReq{
+		Addr:   addrBytes(dst.Addr()),
+		Port:   portToMap(dst.Port()),
+		Proto:  uint8(proto),
+		Cookie: cookie,
+	}}
+	var out socklbbpf.SocklbTestTestCtx
+	if _, err := prog.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	return result{
+		verdict:   out.Verdict,
+		addrPort:  netip.AddrPortFrom(addrFromBytes(out.Req.Addr), portFromMap(out.Req.Port)),
+		backendID: out.Req.BackendId,
+	}
+}
+
+// frontend builds a Frontend; backends are "ip:port" strings, given sorted.
+func frontend(vip string, port uint16, proto servicemap.Protocol, backends ...string) servicemap.Frontend {
+	fe := servicemap.Frontend{
+		Key:      servicemap.FrontendKey{Addr: netip.MustParseAddr(vip), Port: port, Proto: proto},
+		Service:  types.NamespacedName{Namespace: "default", Name: "svc-" + vip},
+		PortName: "p",
+	}
+	for _, b := range backends {
+		ap := netip.MustParseAddrPort(b)
+		fe.Backends = append(fe.Backends, servicemap.Backend{Addr: ap.Addr(), Port: ap.Port()})
+	}
+	return fe
+}
+
+func state(fes ...servicemap.Frontend) servicemap.State {
+	s := servicemap.State{}
+	for _, fe := range fes {
+		s[fe.Key] = fe
+	}
+	return s
+}
+
+func mustApply(t *testing.T, d *Datapath, s servicemap.State) ApplyResult {
+	t.Helper()
+	res := d.Apply(s)
+	if err := res.Err(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return res
+}

@@ -1,0 +1,65 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+)
+
+// loadObjects loads the hook programs and creates the maps, or adopts the
+// maps an earlier agent pinned under dir/maps so their state survives.
+func loadObjects(cfg Config) (*socklbbpf.SocklbObjects, error) {
+	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(mapsDir(cfg.BPFFSPath), 0o700); err != nil {
+		return nil, fmt.Errorf("creating pin directory: %w", err)
+	}
+	spec, err := socklbbpf.LoadSocklb()
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded BPF object: %w", err)
+	}
+	applySizes(spec.Maps, cfg)
+	for _, ms := range spec.Maps {
+		ms.Pinning = ebpf.PinByName
+	}
+	var objs socklbbpf.SocklbObjects
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{
+		Maps: ebpf.MapOptions{PinPath: mapsDir(cfg.BPFFSPath)},
+	})
+	if errors.Is(err, ebpf.ErrMapIncompatible) {
+		return nil, fmt.Errorf("maps pinned under %s were made with other sizes or an older layout (%w); "+
+			"start with the same --max-* flags, or run `socklb cleanup --bpffs-path %s` and restart (connections to Services fail until the agent has reprogrammed them)",
+			mapsDir(cfg.BPFFSPath), err, cfg.BPFFSPath)
+	}
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("loading BPF programs: the kernel's verifier refused them: %+v", verr)
+		}
+		return nil, fmt.Errorf("loading BPF programs and maps (needs root or CAP_BPF+CAP_NET_ADMIN, and a kernel with cgroup BPF): %w", err)
+	}
+	return &objs, nil
+}
+
+// applySizes sets each map's capacity from cfg. Every object that shares
+// the maps (the hooks, and the test-run wrappers) must agree on them.
+func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
+	sizes := map[string]uint32{
+		socklbbpf.SocklbMapServices: cfg.MaxServices,
+		socklbbpf.SocklbMapSvcNames: cfg.MaxServices,
+		socklbbpf.SocklbMapSlots:    2 * cfg.MaxBackends, // a service being switched holds two generations
+		socklbbpf.SocklbMapBackends: cfg.MaxBackends,
+		socklbbpf.SocklbMapStats:    cfg.MaxBackends,
+		socklbbpf.SocklbMapRevnat:   cfg.MaxRevNAT,
+	}
+	for name, ms := range maps {
+		if n, ok := sizes[name]; ok {
+			ms.MaxEntries = n
+		}
+	}
+}

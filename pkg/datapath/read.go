@@ -1,0 +1,140 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"k8s.io/apimachinery/pkg/types"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// tables are the maps the agent reads and writes; the hook programs are not
+// needed to read state, so inspect and adoption share this.
+type tables struct {
+	services, slots, backends, stats, svcNames, revnat *ebpf.Map
+}
+
+func tablesOf(m *socklbbpf.SocklbMaps) tables {
+	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Revnat}
+}
+
+// Service is one programmed frontend as the maps hold it.
+type Service struct {
+	Frontend   servicemap.Frontend
+	ID         uint32
+	Generation uint32
+	BackendIDs []uint32 // parallel to Frontend.Backends
+	// Broken is set when a slot or backend the live generation points at
+	// is missing: the next Apply rewrites the service.
+	Broken bool
+}
+
+// readServices reconstructs every programmed frontend from the maps.
+func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
+	out := map[servicemap.FrontendKey]*Service{}
+	var (
+		k socklbbpf.SocklbSvcKey
+		v socklbbpf.SocklbSvcValue
+	)
+	it := t.services.Iterate()
+	for it.Next(&k, &v) {
+		key := servicemap.FrontendKey{
+			Addr:  addrFromBytes(k.Addr),
+			Port:  portFromMap(k.Port),
+			Proto: servicemap.Protocol(k.Proto),
+		}
+		s := &Service{ID: v.SvcId, Generation: v.Generation}
+		s.Frontend.Key = key
+		s.Frontend.Kind = servicemap.Kind(v.Kind)
+		var name socklbbpf.SocklbSvcName
+		if err := t.svcNames.Lookup(v.SvcId, &name); err == nil {
+			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))
+		}
+		for slot := uint32(0); slot < v.Count; slot++ {
+			var id uint32
+			var be socklbbpf.SocklbBackend
+			sk := socklbbpf.SocklbSlotKey{SvcId: v.SvcId, Generation: v.Generation, Slot: slot}
+			if err := t.slots.Lookup(sk, &id); err != nil {
+				s.Broken = true
+				continue
+			}
+			if err := t.backends.Lookup(id, &be); err != nil {
+				s.Broken = true
+				continue
+			}
+			s.BackendIDs = append(s.BackendIDs, id)
+			s.Frontend.Backends = append(s.Frontend.Backends, servicemap.Backend{Addr: addrFromBytes(be.Addr), Port: portFromMap(be.Port)})
+		}
+		sortBackends(s)
+		out[key] = s
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading services map: %w", err)
+	}
+	return out, nil
+}
+
+func sortBackends(s *Service) {
+	idx := make([]int, len(s.BackendIDs))
+	for i := range idx {
+		idx[i] = i
+	}
+	less := func(a, b servicemap.Backend) bool {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c < 0
+		}
+		return a.Port < b.Port
+	}
+	sort.Slice(idx, func(i, j int) bool { return less(s.Frontend.Backends[idx[i]], s.Frontend.Backends[idx[j]]) })
+	bes := make([]servicemap.Backend, len(idx))
+	ids := make([]uint32, len(idx))
+	for i, j := range idx {
+		bes[i], ids[i] = s.Frontend.Backends[j], s.BackendIDs[j]
+	}
+	s.Frontend.Backends, s.BackendIDs = bes, ids
+}
+
+// backendCounters sums a backend's per-CPU counters.
+func backendCounters(t tables, id uint32) (connects, datagrams uint64, err error) {
+	var per []socklbbpf.SocklbBackendStats
+	if err := t.stats.Lookup(id, &per); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	for _, p := range per {
+		connects += p.Connects
+		datagrams += p.Datagrams
+	}
+	return connects, datagrams, nil
+}
+
+func svcName(fe servicemap.Frontend) string {
+	return fe.Service.String() + ":" + fe.PortName
+}
+
+func parseSvcName(s string) (types.NamespacedName, string) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return types.NamespacedName{}, ""
+	}
+	ns, name, _ := strings.Cut(s[:i], "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, s[i+1:]
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
