@@ -1,0 +1,203 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/socklb/socklb/tests/labclient/wire"
+)
+
+// Result is what labclient prints; see package wire.
+type Result = wire.Result
+
+// Client is a client network namespace of the lab.
+type Client struct {
+	Name  string     // "cli", or the name given to AddClient
+	NetNS string     // name for `ip netns exec`
+	IP    netip.Addr // 10.244.0.<k>
+	IPv6  netip.Addr // fd00::1, or fd00::ffff:<k>; configured only if some pod has IPv6
+}
+
+// LabclientEnv names an environment variable that, if set, is the path of a
+// prebuilt labclient binary to use instead of building one.
+const LabclientEnv = "SOCKLB_LABCLIENT"
+
+// Run runs labclient with args inside the client's namespace, as a process
+// placed into cg at clone time (CLONE_INTO_CGROUP), so socklb's programs
+// attached to cg see its sockets. cg may be nil to run in the caller's
+// cgroup (no socklb). Returns labclient's stdout; on failure the error
+// carries its stderr. ctx cancellation kills the process.
+func (c *Client) Run(ctx context.Context, cg *Cgroup, args ...string) ([]byte, error) {
+	bin, err := labclientPath()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.NetNS, bin}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if cg != nil {
+		if err := cg.checkOwn(); err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = cg.FD()
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("labclient %s in %s: %w: %s", strings.Join(args, " "), c.NetNS, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// RunResult is Run followed by ParseResult.
+func (c *Client) RunResult(ctx context.Context, cg *Cgroup, args ...string) (*Result, error) {
+	out, err := c.Run(ctx, cg, args...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResult(out)
+}
+
+// TCP runs `labclient tcp --addr addr --count n --seq`.
+func (c *Client) TCP(ctx context.Context, cg *Cgroup, addr string, n int) (*Result, error) {
+	return c.RunResult(ctx, cg, "tcp", "--addr", addr, "--count", strconv.Itoa(n), "--seq")
+}
+
+// UDP runs `labclient udp --addr addr --count n --seq` (one unconnected
+// socket, sendto/recvfrom).
+func (c *Client) UDP(ctx context.Context, cg *Cgroup, addr string, n int) (*Result, error) {
+	return c.RunResult(ctx, cg, "udp", "--addr", addr, "--count", strconv.Itoa(n), "--seq")
+}
+
+// UDPConnected runs `labclient udp-connected --addr addr --count n --seq`.
+func (c *Client) UDPConnected(ctx context.Context, cg *Cgroup, addr string, n int) (*Result, error) {
+	return c.RunResult(ctx, cg, "udp-connected", "--addr", addr, "--count", strconv.Itoa(n), "--seq")
+}
+
+// Loop runs `labclient loop --addr addr --duration d`.
+func (c *Client) Loop(ctx context.Context, cg *Cgroup, addr string, d time.Duration) (*Result, error) {
+	return c.RunResult(ctx, cg, "loop", "--addr", addr, "--duration", d.String())
+}
+
+// Info runs `labclient info`: its pid, cgroup and netns as seen from inside.
+func (c *Client) Info(ctx context.Context, cg *Cgroup) (*Result, error) {
+	return c.RunResult(ctx, cg, "info")
+}
+
+// ParseResult decodes labclient's JSON output.
+func ParseResult(out []byte) (*Result, error) {
+	var r Result
+	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil {
+		return nil, fmt.Errorf("labclient output %q: %w", out, err)
+	}
+	if r.Replies == nil {
+		r.Replies = map[string]int{}
+	}
+	if r.Errors == nil {
+		r.Errors = map[string]int{}
+	}
+	return &r, nil
+}
+
+// The labclient binary is built once per process into a temporary directory
+// and removed by RemoveLabclient (or left in the OS temp dir if a program
+// exits without calling it: it is a few MB named socklb-labclient-*).
+var build struct {
+	mu   sync.Mutex
+	dir  string
+	path string
+}
+
+func labclientPath() (string, error) {
+	if p := os.Getenv(LabclientEnv); p != "" {
+		return p, nil
+	}
+	build.mu.Lock()
+	defer build.mu.Unlock()
+	if build.path != "" {
+		return build.path, nil
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "socklb-labclient-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "labclient")
+	cmd := exec.Command(goTool(), "build", "-o", bin, "./tests/labclient")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("build labclient: %w: %s", err, out)
+	}
+	build.dir, build.path = dir, bin
+	return bin, nil
+}
+
+// BuildLabclient builds the labclient binary now (Run otherwise builds it on
+// first use) and returns its path.
+func BuildLabclient() (string, error) { return labclientPath() }
+
+// RemoveLabclient deletes the built labclient binary; the next Run rebuilds
+// it. Call it from TestMain or at the end of a program.
+func RemoveLabclient() error {
+	build.mu.Lock()
+	defer build.mu.Unlock()
+	if build.dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(build.dir)
+	build.dir, build.path = "", ""
+	return err
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// ModuleRoot walks up from the working directory to the directory holding
+// go.mod.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if fileExists(filepath.Join(dir, "go.mod")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("lab: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}

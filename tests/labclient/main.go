@@ -1,0 +1,330 @@
+// Command labclient is the client side of the socklb lab tests. It runs inside
+// a client network namespace (and the test's cgroup, where socklb's programs
+// are attached), talks to a Service address, and prints one JSON object
+// (wire.Result) on stdout describing what happened.
+//
+//	labclient tcp           --addr IP:PORT [--count N] [--timeout D] [--seq]
+//	labclient udp           --addr IP:PORT [--count N] [--timeout D] [--seq]
+//	labclient udp-connected --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect]
+//	labclient loop          --addr IP:PORT --duration D [--timeout D] [--interval D]
+//	labclient info
+//
+// Failures are counted by errno name (ECONNREFUSED, ENETUNREACH, ...), not
+// treated as fatal: the exit status is 0 whenever the JSON was printed, and 2
+// on a usage error.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/socklb/socklb/tests/labclient/wire"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	mode, args := os.Args[1], os.Args[2:]
+
+	fs := flag.NewFlagSet(mode, flag.ExitOnError)
+	addr := fs.String("addr", "", "destination IP:PORT (IPv6 as [IP]:PORT)")
+	count := fs.Int("count", 1, "number of connects or queries")
+	timeout := fs.Duration("timeout", 0, "per-attempt timeout (default 2s for tcp, 1s for udp)")
+	seq := fs.Bool("seq", false, "include the per-attempt sequence of answers in the output")
+	reconnect := fs.Bool("reconnect", false, "udp-connected: use a new socket for every query")
+	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting")
+	interval := fs.Duration("interval", 0, "loop: pause between connects")
+	_ = fs.Parse(args)
+
+	res := &wire.Result{
+		Mode:    mode,
+		Addr:    *addr,
+		Replies: map[string]int{},
+		Errors:  map[string]int{},
+	}
+	start := time.Now()
+
+	if mode == "info" {
+		info(res)
+		emit(res, start)
+		return
+	}
+
+	dst, err := netip.ParseAddrPort(*addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "labclient: --addr %q: %v\n", *addr, err)
+		os.Exit(2)
+	}
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	rec := &recorder{res: res, seq: *seq}
+
+	switch mode {
+	case "tcp":
+		to := orDefault(*timeout, 2*time.Second)
+		for i := 0; i < *count; i++ {
+			rec.record(tcpOnce(dst, to, res))
+		}
+	case "udp":
+		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), rec)
+	case "udp-connected":
+		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, rec)
+	case "loop":
+		to := orDefault(*timeout, 2*time.Second)
+		end := time.Now().Add(*duration)
+		for time.Now().Before(end) {
+			rec.record(tcpOnce(dst, to, res))
+			if *interval > 0 {
+				time.Sleep(*interval)
+			}
+		}
+	default:
+		usage()
+	}
+	emit(res, start)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: labclient tcp|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--duration D] [--interval D]")
+	os.Exit(2)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func emit(res *wire.Result, start time.Time) {
+	res.Duration = time.Since(start).Round(time.Millisecond).String()
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(res); err != nil {
+		fmt.Fprintf(os.Stderr, "labclient: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// recorder tallies one attempt's outcome: a pod name or an error.
+type recorder struct {
+	res *wire.Result
+	seq bool
+}
+
+func (r *recorder) record(pod string, err error) {
+	r.res.Attempts++
+	var what string
+	if err != nil {
+		what = errName(err)
+		r.res.Errors[what]++
+		if r.res.FirstError == "" {
+			r.res.FirstError = err.Error()
+		}
+	} else {
+		what = pod
+		r.res.OK++
+		r.res.Replies[pod]++
+	}
+	if r.seq {
+		r.res.Sequence = append(r.res.Sequence, what)
+	}
+}
+
+// errName maps an error to the name of its errno (ECONNREFUSED, ...), or to
+// timeout / EOF / empty / other.
+func errName(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if n := unix.ErrnoName(errno); n != "" {
+			return n
+		}
+		return fmt.Sprintf("errno-%d", int(errno))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return "timeout"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "EOF"
+	}
+	if errors.Is(err, errEmpty) {
+		return "empty"
+	}
+	return "other"
+}
+
+var errEmpty = errors.New("empty reply")
+
+func network(proto string, dst netip.AddrPort) string {
+	if dst.Addr().Is4() {
+		return proto + "4"
+	}
+	return proto + "6"
+}
+
+// tcpOnce connects, reads the server's reply (its pod name) until EOF and
+// closes. It records the first successful connection's getpeername in res.
+func tcpOnce(dst netip.AddrPort, timeout time.Duration, res *wire.Result) (string, error) {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.Dial(network("tcp", dst), dst.String())
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if res.Peer == "" {
+		if p, err := peerName(c.(*net.TCPConn)); err == nil {
+			res.Peer = p
+		}
+	}
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	b, err := io.ReadAll(io.LimitReader(c, 256))
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(b))
+	if name == "" {
+		return "", errEmpty
+	}
+	return name, nil
+}
+
+// peerName calls getpeername(2) on the socket explicitly, so that the
+// getpeername4/6 hook is what the test observes.
+func peerName(c syscall.Conn) (string, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	var sa unix.Sockaddr
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { sa, gerr = unix.Getpeername(int(fd)) }); err != nil {
+		return "", err
+	}
+	if gerr != nil {
+		return "", gerr
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String(), nil
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String(), nil
+	}
+	return "", fmt.Errorf("unexpected sockaddr %T", sa)
+}
+
+// udpUnconnected uses ONE unconnected socket: sendto/recvfrom per query, so
+// the sendmsg and recvmsg hooks are what the test observes.
+func udpUnconnected(dst netip.AddrPort, count int, timeout time.Duration, rec *recorder) {
+	c, err := net.ListenUDP(network("udp", dst), nil)
+	if err != nil {
+		for i := 0; i < count; i++ {
+			rec.record("", err)
+		}
+		return
+	}
+	defer c.Close()
+	sources := map[string]bool{}
+	buf := make([]byte, 512)
+	for i := 0; i < count; i++ {
+		if _, err := c.WriteToUDPAddrPort([]byte(fmt.Sprintf("q%d", i)), dst); err != nil {
+			rec.record("", err)
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(timeout))
+		n, src, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			rec.record("", err)
+			continue
+		}
+		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+		sources[src.String()] = true
+		name := strings.TrimSpace(string(buf[:n]))
+		if name == "" {
+			rec.record("", errEmpty)
+			continue
+		}
+		rec.record(name, nil)
+	}
+	for s := range sources {
+		rec.res.Sources = append(rec.res.Sources, s)
+	}
+	sort.Strings(rec.res.Sources)
+}
+
+// udpConnected uses a connected socket (connect hook), send/recv, and records
+// getpeername. With reconnect, every query gets a fresh socket.
+func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnect bool, rec *recorder) {
+	var c *net.UDPConn
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	buf := make([]byte, 512)
+	for i := 0; i < count; i++ {
+		if c == nil || reconnect {
+			if c != nil {
+				c.Close()
+				c = nil
+			}
+			var err error
+			c, err = net.DialUDP(network("udp", dst), nil, net.UDPAddrFromAddrPort(dst))
+			if err != nil {
+				c = nil
+				rec.record("", err)
+				continue
+			}
+			if rec.res.Peer == "" {
+				if p, err := peerName(c); err == nil {
+					rec.res.Peer = p
+				}
+			}
+		}
+		if _, err := c.Write([]byte(fmt.Sprintf("q%d", i))); err != nil {
+			rec.record("", err)
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(timeout))
+		n, err := c.Read(buf)
+		if err != nil {
+			rec.record("", err)
+			continue
+		}
+		name := strings.TrimSpace(string(buf[:n]))
+		if name == "" {
+			rec.record("", errEmpty)
+			continue
+		}
+		rec.record(name, nil)
+	}
+}
+
+// info reports where this process runs: its cgroup v2 path and netns.
+func info(res *wire.Result) {
+	res.Pid = os.Getpid()
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				res.Cgroup = p
+			}
+		}
+	}
+	if l, err := os.Readlink("/proc/self/ns/net"); err == nil {
+		res.NetNS = l
+	}
+}
