@@ -113,7 +113,14 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if _, err := os.Stat(d.manifests); err != nil {
 		return fmt.Errorf("manifests: %w", err)
 	}
-	d.bpffs = fmt.Sprintf("/sys/fs/bpf/socklb-demo-%d", os.Getpid())
+	// A private bpffs instance: the demo never pins into the host's
+	// /sys/fs/bpf, and unmounting it at the end removes whatever is left.
+	fsys, err := lab.NewBPFFS()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fsys.Close()) }()
+	d.bpffs = fsys.Path()
 
 	d.say("socklb demo: ClusterIP Services answered by eBPF at the socket layer.")
 	d.say("Nothing here touches the host's network or cgroups: the client and the pods live in")
@@ -414,13 +421,6 @@ func (d *demo) cleanupPins() error {
 	}
 	if err != nil {
 		err = fmt.Errorf("socklb cleanup: %w", err)
-	}
-	if _, serr := os.Stat(d.bpffs); serr == nil {
-		// Only ever our own per-pid directory.
-		if rerr := os.RemoveAll(d.bpffs); rerr != nil {
-			return errors.Join(err, fmt.Errorf("remove %s: %w", d.bpffs, rerr))
-		}
-		d.say("  removed leftover %s", d.bpffs)
 	}
 	if err == nil {
 		d.say("  agent stopped, pins removed (%s)", d.bpffs)

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/socklb/socklb/pkg/agent"
+	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/source"
+	"github.com/socklb/socklb/pkg/source/manifests"
+)
+
+const defaultBPFFS = "/sys/fs/bpf/socklb"
+
+type agentFlags struct {
+	kubeconfig, manifests, nodeName     string
+	cgroupPath, bpffsPath               string
+	healthzAddr, metricsAddr            string
+	maxServices, maxBackends, maxRevNAT uint
+	healthTimeout                       time.Duration
+}
+
+func parseAgentFlags(args []string) (agentFlags, error) {
+	var f agentFlags
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch (default: in-cluster config)")
+	fs.StringVar(&f.manifests, "manifests", "", "watch a directory of Service/EndpointSlice/Node manifests instead of an API server")
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, as in its Node object (default: $NODE_NAME, else the hostname)")
+	fs.StringVar(&f.cgroupPath, "cgroup-path", "", "cgroup v2 directory to attach the hooks to (default: the cgroup2 root, i.e. every process of the node)")
+	fs.StringVar(&f.bpffsPath, "bpffs-path", defaultBPFFS, "directory on a bpf filesystem for socklb's pinned maps and links")
+	fs.StringVar(&f.healthzAddr, "healthz-bind-address", "0.0.0.0:10256", "address for /healthz and /livez (kube-proxy's port); empty disables")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "address for /metrics (kube-proxy's port); empty disables")
+	fs.UintVar(&f.maxServices, "max-services", datapath.DefaultMaxServices, "capacity of the services map: frontends (address, port, protocol)")
+	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
+	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
+	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.kubeconfig != "" && f.manifests != "" {
+		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
+	}
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-revnat": f.maxRevNAT} {
+		if v == 0 || v > 1<<31 {
+			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
+		}
+	}
+	if f.nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return f, fmt.Errorf("no --node-name and no hostname: %w", err)
+		}
+		f.nodeName = h
+	}
+	return f, nil
+}
+
+func runAgent(args []string) error {
+	f, err := parseAgentFlags(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	report := func(p servicemap.Problem) {
+		log.Warn("skipping unusable input", "kind", p.Kind, "object", p.Object.String(), "reason", p.Reason)
+	}
+	src, err := newSource(f, report)
+	if err != nil {
+		return err
+	}
+	if f.cgroupPath == "" {
+		if f.cgroupPath, err = datapath.Cgroup2Root(); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	dp, err := datapath.Open(datapath.Config{
+		BPFFSPath:   f.bpffsPath,
+		CgroupPath:  f.cgroupPath,
+		MaxServices: uint32(f.maxServices),
+		MaxBackends: uint32(f.maxBackends),
+		MaxRevNAT:   uint32(f.maxRevNAT),
+	})
+	if err != nil {
+		return err
+	}
+	// Close only drops this process's handles: the pinned links keep the
+	// hooks serving the last state while the agent is down or upgraded.
+	defer dp.Close()
+	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
+		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
+
+	health := agent.NewHealth(f.healthTimeout)
+	metrics := agent.NewMetrics()
+	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
+		return err
+	} else if addr != nil {
+		log.Info("serving health", "addr", addr.String())
+	}
+	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, agent.MetricsHandler(metrics)); err != nil {
+		return err
+	} else if addr != nil {
+		log.Info("serving metrics", "addr", addr.String())
+	}
+	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics}
+	err = a.Run(ctx)
+	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
+	return err
+}
+
+func newSource(f agentFlags, report source.ReportFunc) (source.Source, error) {
+	if f.manifests != "" {
+		return manifests.New(manifests.Config{Dir: f.manifests, NodeName: f.nodeName, Report: report})
+	}
+	return newKubeSource(f, report)
+}

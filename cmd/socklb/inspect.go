@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/socklb/socklb/pkg/datapath"
+)
+
+func runInspect(args []string) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	bpffs := fs.String("bpffs-path", defaultBPFFS, "directory holding socklb's pins")
+	output := fs.String("o", "chain", "output format: chain or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	svcs, err := datapath.Dump(*bpffs)
+	if err != nil {
+		return err
+	}
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(svcs)
+	case "chain":
+		return printChain(os.Stdout, svcs)
+	}
+	return fmt.Errorf("unknown output format %q: use chain or json", *output)
+}
+
+// printChain prints the maps the way a kube-proxy user reads
+// `iptables -t nat -L -v`: each KUBE-SERVICES match, the KUBE-SVC spread
+// over its endpoints, and each KUBE-SEP with its counters.
+func printChain(w io.Writer, svcs []datapath.ServiceDump) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(svcs) == 0 {
+		fmt.Fprintln(tw, "no services programmed")
+	}
+	for _, s := range svcs {
+		fe := s.Frontend
+		fmt.Fprintf(tw, "%s\t%s\t%s:%s\tsvc %d, generation %d\n", fe.Key, fe.Kind, fe.Service, fe.PortName, s.ID, s.Generation)
+		if s.Broken {
+			fmt.Fprintln(tw, "    ! a slot or backend of the live generation is missing; the agent rewrites it on its next sync")
+		}
+		if len(s.Backends) == 0 {
+			fmt.Fprintln(tw, "    no endpoints: REJECT (connect fails with ECONNREFUSED)")
+			continue
+		}
+		share := 100.0 / float64(len(s.Backends))
+		for _, b := range s.Backends {
+			fmt.Fprintf(tw, "    -> %s\t%.1f%%\tbackend %d\tconnects %d\tdatagrams %d\n", b.Backend, share, b.ID, b.Connects, b.Datagrams)
+		}
+	}
+	return tw.Flush()
+}
