@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/tests/lab"
+)
+
+var threePods = []lab.PodSpec{
+	{Name: "pod1", IP: "10.244.1.11"},
+	{Name: "pod2", IP: "10.244.1.12"},
+	{Name: "pod3", IP: "10.244.1.13"},
+}
+
+const vip = "10.96.0.10"
+
+// startEcho programs Service default/echo over all three pods plus an empty
+// Service, starts the agent and waits until both are in the maps.
+func startEcho(t *testing.T) *env {
+	e := newEnv(t, threePods...)
+	e.writeManifest("echo.yaml", serviceYAML("echo", vip, ready("10.244.1.11", "10.244.1.12", "10.244.1.13")...))
+	e.writeManifest("empty.yaml", serviceYAML("empty", "10.96.0.20"))
+	e.startAgent()
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.96.0.20:80/TCP", "10.244.1.13:8080")
+	return e
+}
+
+// TestClusterIPSpreadsOverPods: 300 connects through the ClusterIP reach
+// every pod about evenly. With p=1/3 each pod expects 100 (sd 8.2); the
+// bound of 60 is 4.9 sd out, a chance failure about once in 10^6 runs.
+func TestClusterIPSpreadsOverPods(t *testing.T) {
+	e := startEcho(t)
+	res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replies %v errors %v", res.Replies, res.Errors)
+	if res.OK != 300 {
+		t.Fatalf("%d/300 connects answered; errors %v (%s)", res.OK, res.Errors, res.FirstError)
+	}
+	for _, p := range threePods {
+		if n := res.Replies[p.Name]; n < 60 {
+			t.Errorf("%s answered %d of 300 connects, want about 100", p.Name, n)
+		}
+		// The pods' own counters agree with what the client saw.
+		if n := e.lab.Counts("tcp")[p.Name]; n != int64(res.Replies[p.Name]) {
+			t.Errorf("%s's server counted %d connections, client saw %d", p.Name, n, res.Replies[p.Name])
+		}
+	}
+	// The per-backend counters in the maps are iptables' pkts column.
+	out := e.inspect()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, ":8080") && strings.Contains(line, "connects 0 ") {
+			t.Errorf("a backend shows no connects in inspect:\n%s", out)
+		}
+	}
+}
+
+func TestGetpeernameShowsClusterIP(t *testing.T) {
+	e := startEcho(t)
+	res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Peer != vip+":80" {
+		t.Fatalf("TCP getpeername = %q, want %s:80", res.Peer, vip)
+	}
+	res, err = e.client().UDPConnected(e.ctx(), e.cg, vip+":53", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 3 || res.Peer != vip+":53" {
+		t.Fatalf("connected UDP: %d/3 answered, getpeername %q, want %s:53 (errors %v)", res.OK, res.Peer, vip, res.Errors)
+	}
+}
+
+// TestUnconnectedUDPRepliesFromClusterIP is a DNS client: one unconnected
+// socket, sendto the ClusterIP, recvfrom must report the ClusterIP.
+func TestUnconnectedUDPRepliesFromClusterIP(t *testing.T) {
+	e := startEcho(t)
+	res, err := e.client().UDP(e.ctx(), e.cg, vip+":53", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 60 {
+		t.Fatalf("%d/60 queries answered; errors %v", res.OK, res.Errors)
+	}
+	if len(res.Sources) != 1 || res.Sources[0] != vip+":53" {
+		t.Fatalf("reply sources %v, want only %s:53", res.Sources, vip)
+	}
+	if len(res.Replies) < 2 {
+		t.Errorf("60 datagrams all went to %v: not load balanced per datagram", res.Replies)
+	}
+}
+
+func TestEmptyServiceRefuses(t *testing.T) {
+	e := startEcho(t)
+	res, err := e.client().TCP(e.ctx(), e.cg, "10.96.0.20:80", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors["ECONNREFUSED"] != 5 {
+		t.Fatalf("connects to a Service without endpoints gave %v, want 5 ECONNREFUSED", res.Errors)
+	}
+}
+
+// TestNonServiceUntouched: an address that is no Service is not rewritten,
+// so in a namespace without a default route it fails with ENETUNREACH.
+func TestNonServiceUntouched(t *testing.T) {
+	e := startEcho(t)
+	for _, addr := range []string{"10.96.0.99:80", vip + ":81"} {
+		res, err := e.client().TCP(e.ctx(), e.cg, addr, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Errors["ENETUNREACH"] != 2 {
+			t.Errorf("connect to %s gave %v, want ENETUNREACH (untranslated)", addr, res.Errors)
+		}
+	}
+	// A pod IP is reached directly, untouched.
+	res, err := e.client().TCP(e.ctx(), e.cg, "10.244.1.12:8080", 1)
+	if err != nil || res.Replies["pod2"] != 1 {
+		t.Fatalf("direct connect to pod2: %+v %v", res, err)
+	}
+}
+
+// TestManifestEditMovesTraffic: after an edit of the manifest the new
+// backend set serves within 2 s.
+func TestManifestEditMovesTraffic(t *testing.T) {
+	e := startEcho(t)
+	start := time.Now()
+	e.writeManifest("echo.yaml", serviceYAML("echo", vip, endpoint{"10.244.1.11", false}, endpoint{"10.244.1.12", false}, endpoint{"10.244.1.13", true}))
+	var moved time.Duration
+	for time.Since(start) < 2*time.Second {
+		res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Replies["pod3"] == 20 {
+			moved = time.Since(start)
+			break
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("traffic did not move to pod3 within 2s of the edit; inspect:\n%s", e.inspect())
+	}
+	t.Logf("traffic moved %s after the manifest edit (includes client process start-up)", moved)
+
+	// Removing the Service removes the translation.
+	if err := exec.Command("rm", e.manifests+"/echo.yaml").Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Errors["ENETUNREACH"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ClusterIP still translated 2s after its Service was deleted: %+v", res)
+		}
+	}
+}
+
+// TestClientOutsideCgroupUntouched: the hooks serve only the cgroup they
+// are attached to, which is how the tests stay off the machine's traffic.
+func TestClientOutsideCgroupUntouched(t *testing.T) {
+	e := startEcho(t)
+	res, err := e.client().TCP(e.ctx(), nil, vip+":80", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors["ENETUNREACH"] != 2 {
+		t.Fatalf("a client outside the cgroup got %v, want ENETUNREACH", res.Errors)
+	}
+}

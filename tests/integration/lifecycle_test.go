@@ -1,0 +1,80 @@
+package integration
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAgentRestartKeepsServing: the links and maps are pinned, so with the
+// agent killed hard the ClusterIP keeps working; a new agent adopts the
+// pins and applies what changed while it was down.
+func TestAgentRestartKeepsServing(t *testing.T) {
+	e := startEcho(t)
+	e.stopAgent(syscall.SIGKILL)
+
+	res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 30 {
+		t.Fatalf("with the agent down, %d/30 connects answered: %v", res.OK, res.Errors)
+	}
+
+	// Changed while the agent was down: echo shrinks, empty disappears.
+	e.writeManifest("echo.yaml", serviceYAML("echo", vip, ready("10.244.1.12")...))
+	if err := exec.Command("rm", e.manifests+"/empty.yaml").Run(); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := e.inspect()
+		if !strings.Contains(out, "10.96.0.20") && !strings.Contains(out, "10.244.1.11:8080") && strings.Contains(out, "10.244.1.12:8080") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted agent did not reconcile; inspect:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(e.agentLog(), "adopted_frontends=4") {
+		t.Errorf("agent log does not report adopting the 4 pinned frontends:\n%s", e.agentLog())
+	}
+	res, err = e.client().TCP(e.ctx(), e.cg, vip+":80", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replies["pod2"] != 10 {
+		t.Fatalf("after reconcile: %v %v, want all 10 on pod2", res.Replies, res.Errors)
+	}
+}
+
+// TestCleanupDetaches: `socklb cleanup` leaves the cgroup with no program
+// and the ClusterIP untranslated.
+func TestCleanupDetaches(t *testing.T) {
+	e := startEcho(t)
+	e.stopAgent(syscall.SIGTERM)
+	if out, err := exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput(); err == nil && !strings.Contains(string(out), "connect4") {
+		t.Fatalf("after SIGTERM the hooks should stay attached; bpftool cgroup show:\n%s", out)
+	}
+	if out, err := exec.Command(socklbBin, "cleanup", "--bpffs-path", e.fs.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("cleanup: %v %s", err, out)
+	}
+	out, err := exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bpftool cgroup show: %v %s", err, out)
+	}
+	if strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("programs still attached after cleanup:\n%s", out)
+	}
+	res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors["ENETUNREACH"] != 1 {
+		t.Fatalf("after cleanup the ClusterIP still answered: %+v", res)
+	}
+}
