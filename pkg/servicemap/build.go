@@ -1,0 +1,304 @@
+package servicemap
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// labelServiceProxyName hands a Service (and its slices) to another proxy.
+// It lives in k8s.io/kubernetes/pkg/proxy/apis, which we do not import.
+const labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+const (
+	kindService       = "Service"
+	kindEndpointSlice = "EndpointSlice"
+)
+
+// Build computes the desired datapath state from a snapshot of the API. It
+// never fails as a whole: an object it cannot use is reported as a Problem
+// and left out, and everything else is still programmed, because one bad
+// Service must not take the other Services of the node down with it.
+//
+// The output depends only on the set of objects, not on their order in in,
+// except when two objects share a namespace/name (which an informer never
+// produces); then the first Service wins, and slices are merged.
+func Build(in Input) (State, []Problem) {
+	b := &builder{
+		state: State{},
+		owner: map[FrontendKey]claim{},
+		node:  nodeFromInput(in),
+	}
+	bySvc := b.indexSlices(in.Slices)
+
+	svcs := make([]*corev1.Service, 0, len(in.Services))
+	for _, s := range in.Services {
+		if s != nil {
+			svcs = append(svcs, s)
+		}
+	}
+	// Processing in name order makes "first claim wins" mean "lexically
+	// smallest namespace/name wins" when two Services collide on a frontend.
+	slices.SortStableFunc(svcs, func(a, b *corev1.Service) int {
+		return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
+	})
+	for i, s := range svcs {
+		nn := nnOf(s.Namespace, s.Name)
+		if i > 0 && nn == nnOf(svcs[i-1].Namespace, svcs[i-1].Name) {
+			b.problem(kindService, nn, "appears more than once in the input; only the first copy is used, remove the duplicate")
+			continue
+		}
+		b.addService(s, bySvc[nn])
+	}
+
+	return b.state, sortProblems(b.problems)
+}
+
+// claim records which Service port owns a frontend key, to name it when
+// another Service asks for the same key.
+type claim struct {
+	svc   types.NamespacedName
+	label string
+}
+
+type builder struct {
+	state    State
+	owner    map[FrontendKey]claim
+	node     nodeInfo
+	problems []Problem
+}
+
+func (b *builder) problem(kind string, obj types.NamespacedName, format string, args ...any) {
+	b.problems = append(b.problems, Problem{Kind: kind, Object: obj, Reason: fmt.Sprintf(format, args...)})
+}
+
+// servicePort is a ServicePort that passed validation.
+type servicePort struct {
+	name  string
+	label string // for messages: the quoted name, or the number if unnamed
+	port  uint16
+	proto Protocol
+}
+
+func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) {
+	nn := nnOf(svc.Namespace, svc.Name)
+	if ignoredByLabels(svc.Labels) {
+		return
+	}
+	switch svc.Spec.Type {
+	case "", corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		// An empty type is what the API server defaults to ClusterIP; a
+		// manifests directory may hold undefaulted objects.
+	case corev1.ServiceTypeExternalName:
+		// A DNS alias: there is nothing to translate.
+		return
+	default:
+		b.problem(kindService, nn, "spec.type %q is not ClusterIP, NodePort, LoadBalancer or ExternalName; the Service is ignored until spec.type is fixed", svc.Spec.Type)
+		return
+	}
+
+	vips, ok := b.clusterIPs(nn, &svc.Spec)
+	if !ok || len(vips) == 0 {
+		return
+	}
+	ports := b.servicePorts(nn, svc.Spec.Ports)
+	if len(ports) == 0 {
+		return
+	}
+	eps := b.parseSlices(svcSlices)
+
+	for _, vip := range vips {
+		for _, sp := range ports {
+			key := FrontendKey{Addr: vip, Port: sp.port, Proto: sp.proto}
+			if prev, taken := b.owner[key]; taken {
+				b.problem(kindService, nn, "%s (port %s) is also claimed by Service %s port %s, which wins as the smaller namespace/name; this port is ignored, give one of the Services another clusterIP or port",
+					key, sp.label, prev.svc, prev.label)
+				continue
+			}
+			candidates := candidateEndpoints(eps, vip.Is6(), sp, b.node)
+			b.state[key] = Frontend{
+				Key:      key,
+				Kind:     KindClusterIP,
+				Service:  nn,
+				PortName: sp.name,
+				Backends: toBackends(selectEndpoints(candidates, svc, b.node)),
+			}
+			b.owner[key] = claim{svc: nn, label: sp.label}
+		}
+	}
+}
+
+// clusterIPs returns the Service's cluster IPs, at most one per family. ok is
+// false when the Service must be skipped as a whole. No addresses with ok
+// true means there is nothing to program (headless, or not yet allocated).
+func (b *builder) clusterIPs(nn types.NamespacedName, spec *corev1.ServiceSpec) (vips []netip.Addr, ok bool) {
+	field, raw := "spec.clusterIPs", spec.ClusterIPs
+	if len(raw) == 0 {
+		field, raw = "spec.clusterIP", []string{spec.ClusterIP}
+	}
+	// kube-proxy decides headlessness on spec.clusterIP alone; clusterIPs[0]
+	// mirrors it on any object the API server accepted.
+	if spec.ClusterIP == corev1.ClusterIPNone || raw[0] == corev1.ClusterIPNone {
+		return nil, true
+	}
+	if len(raw) == 1 && raw[0] == "" {
+		// Unallocated: kube-proxy skips such a Service silently too.
+		return nil, true
+	}
+	for i, s := range raw {
+		name := field
+		if field == "spec.clusterIPs" {
+			name = fmt.Sprintf("%s[%d]", field, i)
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			b.problem(kindService, nn, "%s %q is not an IP address; the whole Service is ignored until it is fixed", name, s)
+			return nil, false
+		}
+		if a.Zone() != "" {
+			b.problem(kindService, nn, "%s %q has an IPv6 zone, which a cluster IP cannot have; the whole Service is ignored until it is fixed", name, s)
+			return nil, false
+		}
+		// A mapped address is the IPv4 address it maps, as for kube-proxy's
+		// IsIPv6String; the frontend key must be the plain form.
+		a = a.Unmap()
+		if why := specialAddr(a); why != "" {
+			b.problem(kindService, nn, "%s %q is %s, which is never a cluster IP; the whole Service is ignored until it is fixed", name, s, why)
+			return nil, false
+		}
+		if j := slices.IndexFunc(vips, func(v netip.Addr) bool { return v.Is4() == a.Is4() }); j >= 0 {
+			b.problem(kindService, nn, "%s %q is a second %s cluster IP after %s; a Service has at most one per family, so it is ignored", name, s, familyName(a.Is6()), vips[j])
+			continue
+		}
+		vips = append(vips, a)
+	}
+	return vips, true
+}
+
+// servicePorts validates spec.ports, reporting and dropping the ports that
+// cannot be programmed.
+func (b *builder) servicePorts(nn types.NamespacedName, in []corev1.ServicePort) []servicePort {
+	out := make([]servicePort, 0, len(in))
+	for i, p := range in {
+		label := portLabel(p.Name, p.Port)
+		proto, ok := parseProtocol(p.Protocol)
+		if !ok {
+			b.problem(kindService, nn, "port %s has protocol %q; socklb handles TCP, UDP and SCTP", label, p.Protocol)
+			continue
+		}
+		if p.Port < 1 || p.Port > 65535 {
+			b.problem(kindService, nn, "port %s has port number %d; it must be 1-65535 (fix spec.ports[%d].port)", label, p.Port, i)
+			continue
+		}
+		sp := servicePort{name: p.Name, label: label, port: uint16(p.Port), proto: proto}
+		if j := slices.IndexFunc(out, func(o servicePort) bool { return o.port == sp.port && o.proto == sp.proto }); j >= 0 {
+			b.problem(kindService, nn, "port %s repeats %d/%s of port %s; it is ignored, remove spec.ports[%d]", label, sp.port, sp.proto, out[j].label, i)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// ignoredByLabels applies kube-proxy's informer label selector, which it sets
+// on both Services and EndpointSlices: objects meant for another proxy, and
+// the slices of headless Services, are never seen.
+func ignoredByLabels(labels map[string]string) bool {
+	_, other := labels[labelServiceProxyName]
+	_, headless := labels[corev1.IsHeadlessService]
+	return other || headless
+}
+
+// parseProtocol applies the API's default (TCP) to an empty protocol.
+// Matching is case-sensitive, like the API server's validation.
+func parseProtocol(p corev1.Protocol) (Protocol, bool) {
+	switch p {
+	case "", corev1.ProtocolTCP:
+		return TCP, true
+	case corev1.ProtocolUDP:
+		return UDP, true
+	case corev1.ProtocolSCTP:
+		return SCTP, true
+	}
+	return 0, false
+}
+
+func toBackends(eps []endpoint) []Backend {
+	if len(eps) == 0 {
+		return nil
+	}
+	out := make([]Backend, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, Backend{Addr: e.addr, Port: e.port})
+	}
+	slices.SortFunc(out, compareBackend)
+	return slices.Compact(out)
+}
+
+func compareBackend(a, b Backend) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Port, b.Port)
+}
+
+// sortProblems groups the report by object, independently of input order,
+// keeping each object's problems in the order of its fields, and drops exact
+// repeats (two copies of one slice would otherwise report everything twice).
+func sortProblems(ps []Problem) []Problem {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), compareNN(a.Object, b.Object))
+	})
+	seen := make(map[Problem]bool, len(ps))
+	return slices.DeleteFunc(ps, func(p Problem) bool {
+		dup := seen[p]
+		seen[p] = true
+		return dup
+	})
+}
+
+func nnOf(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
+}
+
+func compareNN(a, b types.NamespacedName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+func portLabel(name string, port int32) string {
+	if name != "" {
+		return fmt.Sprintf("%q", name)
+	}
+	return fmt.Sprintf("%d", port)
+}
+
+// specialAddr names the kinds of address the API server's ValidateNonSpecialIP
+// refuses. A slice written by hand (or a manifests directory) bypasses that
+// validation, and at the socket layer such an address is dangerous: a
+// loopback cluster IP would capture the node's own connections to localhost,
+// a loopback backend would send Service traffic to the node's own daemons.
+func specialAddr(a netip.Addr) string {
+	switch {
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	case a.IsLinkLocalMulticast():
+		return "link-local multicast"
+	}
+	return ""
+}
+
+func familyName(is6 bool) string {
+	if is6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}

@@ -1,0 +1,288 @@
+package servicemap
+
+import (
+	"encoding/binary"
+	"reflect"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FuzzBuild decodes the fuzzer's bytes into Services and EndpointSlices and
+// checks that Build never panics, that its output holds the invariants the
+// datapath relies on, that it does not write to its input (the agent hands it
+// the informer's cache), and that it does not depend on input order.
+func FuzzBuild(f *testing.F) {
+	// Seeds, in decodeInput's byte order. Each byte picks from a vocabulary
+	// below (index = byte mod length); comments say what the bytes decode to.
+	f.Add([]byte{})
+	f.Add([]byte{ // one ClusterIP Service, one slice with a ready and a terminating endpoint
+		1,                               // 1 service
+		1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, // default/web, ClusterIP 10.96.0.10, port "http" TCP 80
+		1,                                  // 1 slice
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, // default/web-1 for web, IPv4, port "http" TCP
+		1,                // 8080
+		2,                // 2 endpoints
+		1, 0, 1, 1, 2, 1, // 10.0.0.1 ready on node-a
+		1, 1, 2, 1, 1, 0, // 10.0.0.2 serving-terminating
+		1, 1, // NodeName node-a, with its Node object
+	})
+	f.Add([]byte{ // dual-stack: IPv4 endpoints all terminating, IPv6 ready
+		1,
+		1, 0, 0, 0, 0, 0, 2, 0, 1, 1, 1, 0, 0, // clusterIPs 10.96.0.10 and fd00::10
+		2,
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 2, 1, 0, 2, 1, 1, 0, 1, 1, 2, 1, 1, 2,
+		1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 2, 1, 1, 2, 0, // default/web-2, IPv6, fd00:1::1 ready
+		0, 0,
+	})
+	f.Add([]byte{ // problems: ICMP port, frontend conflict, unlabeled slice, bad and mixed addresses
+		2,
+		1, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 4, 0, // default/web: "http" TCP 80, "" ICMP 80
+		1, 0, 2, 0, 0, 0, 0, 1, 0, 0, 0, // default/a on the same 10.96.0.10:80/TCP
+		2,
+		1, 0, 2, 0, 3, 1, 0, 0, 0, // default/dns-1 without the service-name label
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 2,
+		1, 6, 1, 1, 2, 0, // "bad"
+		2, 0, 2, 0, 0, 0, 0, // addresses 10.0.0.1 and fd00:1::1, nil conditions
+		0, 0,
+	})
+	f.Add([]byte{ // IPv6 frontend from spec.clusterIP; mapped, zoned, unspecified and valid addresses
+		1,
+		1, 0, 0, 0, 0, 1, 0, 1, 1, 0, 0, // default/web, clusterIP fd00::10, port "http" TCP 80
+		1,
+		1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1, // IPv6 slice, port "http" TCP 8080
+		4,
+		1, 5, 1, 1, 2, 0, // ::ffff:10.0.0.1
+		1, 8, 1, 1, 2, 0, // fe80::1%lo
+		1, 10, 1, 1, 2, 0, // ::
+		1, 3, 1, 1, 2, 0, // fd00:1::2
+		0, 0,
+	})
+	f.Add([]byte{ // raw strings and ports from the input itself
+		1,
+		1, 0, 0, 0, 0, 200 + 9, '1', '0', '.', '9', '6', '.', '0', '.', '9',
+		0, 1, 1, 0, 255, 80, 0, 0, 0, // port "http" TCP 80, as four raw bytes
+		1,
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 255, 0x90, 0x1f, 0, 0, // port 8080, raw
+		1, 1, 200 + 8, '1', '0', '.', '0', '.', '0', '.', '7', 0, 0, 0, 0,
+		0, 0,
+	})
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := decodeInput(data)
+		before := deepCopyInput(in)
+
+		st, ps := Build(in)
+		checkInvariants(t, in, st, ps)
+		if !reflect.DeepEqual(in, before) {
+			t.Fatalf("Build modified its input")
+		}
+
+		// Only duplicate Service names make the result order-dependent
+		// (the first copy wins); slices of one name merge either way.
+		names := map[string]bool{}
+		for _, s := range in.Services {
+			if s == nil {
+				continue
+			}
+			if names[s.Namespace+"/"+s.Name] {
+				return
+			}
+			names[s.Namespace+"/"+s.Name] = true
+		}
+		rev := Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName}
+		slices.Reverse(rev.Services)
+		slices.Reverse(rev.Slices)
+		st2, ps2 := Build(rev)
+		if !statesEqual(st, st2) {
+			t.Fatalf("state depends on input order:\n%q\n%q", render(st), render(st2))
+		}
+		// Problems of two slices sharing a name may interleave differently.
+		p1, p2 := renderProblems(ps), renderProblems(ps2)
+		slices.Sort(p1)
+		slices.Sort(p2)
+		if !slices.Equal(p1, p2) {
+			t.Fatalf("problems depend on input order:\n%q\n%q", p1, p2)
+		}
+	})
+}
+
+// Vocabularies hold the values that matter to Build: valid ones, the edge
+// cases of each rule, and garbage. raw strings from the input cover the rest.
+var (
+	fzNamespaces = []string{"default", "kube-system", ""}
+	fzNames      = []string{"web", "dns", "a", ""}
+	fzSliceNames = []string{"web-1", "web-2", "dns-1", ""}
+	fzTypes      = []corev1.ServiceType{corev1.ServiceTypeClusterIP, "", corev1.ServiceTypeNodePort,
+		corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeExternalName, "Bogus"}
+	fzClusterIPs = []string{"10.96.0.10", "fd00::10", "10.96.0.11", "fd00::11", "None", "",
+		"not-an-ip", "::ffff:10.96.0.10", "fe80::1%eth0", "10.096.0.1", "0.0.0.0", "::"}
+	fzAddrs = []string{"10.0.0.1", "10.0.0.2", "fd00:1::1", "fd00:1::2", "10.0.0.10", "::ffff:10.0.0.1",
+		"bad", "", "fe80::1%lo", "1.2.3.4.5", "::", "255.255.255.255"}
+	fzPortNames = []string{"", "http", "dns", "HTTP"}
+	fzProtocols = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, "", corev1.ProtocolSCTP, "ICMP", "tcp"}
+	fzPorts     = []int32{80, 8080, 53, 0, 65535, 65536, -1, 1}
+	fzAddrTypes = []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6,
+		discoveryv1.AddressTypeFQDN, "", "Bogus"}
+	fzLabels = []string{"", labelServiceProxyName, corev1.IsHeadlessService}
+	fzNodes  = []string{"", "node-a", "node-b"}
+)
+
+type fuzzReader struct{ data []byte }
+
+func (r *fuzzReader) next() byte {
+	if len(r.data) == 0 {
+		return 0
+	}
+	b := r.data[0]
+	r.data = r.data[1:]
+	return b
+}
+
+func (r *fuzzReader) intn(n int) int { return int(r.next()) % n }
+
+func pick[T any](r *fuzzReader, vs []T) T { return vs[r.intn(len(vs))] }
+
+// str picks from vs, or, for a byte value past the vocabulary, takes a raw
+// string from the input so parsers meet bytes nobody thought of.
+func (r *fuzzReader) str(vs []string) string {
+	b := int(r.next())
+	if b < 200 {
+		return vs[b%len(vs)]
+	}
+	n := min(b-200, len(r.data))
+	s := string(r.data[:n])
+	r.data = r.data[n:]
+	return s
+}
+
+func (r *fuzzReader) port() int32 {
+	if b := r.next(); b < 200 {
+		return fzPorts[int(b)%len(fzPorts)]
+	}
+	var buf [4]byte
+	for i := range buf {
+		buf[i] = r.next()
+	}
+	return int32(binary.LittleEndian.Uint32(buf[:]))
+}
+
+func (r *fuzzReader) optBool() *bool {
+	switch r.intn(3) {
+	case 1:
+		return ptr(true)
+	case 2:
+		return ptr(false)
+	}
+	return nil
+}
+
+func (r *fuzzReader) labels() map[string]string {
+	if k := pick(r, fzLabels); k != "" {
+		return map[string]string{k: "x"}
+	}
+	return nil
+}
+
+func decodeInput(data []byte) Input {
+	r := &fuzzReader{data: data}
+	var in Input
+	for range r.intn(4) {
+		in.Services = append(in.Services, decodeService(r))
+	}
+	for range r.intn(5) {
+		in.Slices = append(in.Slices, decodeSlice(r))
+	}
+	in.NodeName = pick(r, fzNodes)
+	if r.intn(2) == 1 {
+		in.Nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{
+			Name:   in.NodeName,
+			Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"},
+		}}}
+	}
+	return in
+}
+
+func decodeService(r *fuzzReader) *corev1.Service {
+	if r.intn(16) == 0 {
+		return nil
+	}
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Namespace: pick(r, fzNamespaces),
+		Name:      pick(r, fzNames),
+		Labels:    r.labels(),
+	}}
+	s.Spec.Type = pick(r, fzTypes)
+	s.Spec.ClusterIP = r.str(fzClusterIPs)
+	for range r.intn(3) {
+		s.Spec.ClusterIPs = append(s.Spec.ClusterIPs, r.str(fzClusterIPs))
+	}
+	for range r.intn(4) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{
+			Name:     pick(r, fzPortNames),
+			Protocol: pick(r, fzProtocols),
+			Port:     r.port(),
+		})
+	}
+	return s
+}
+
+func decodeSlice(r *fuzzReader) *discoveryv1.EndpointSlice {
+	if r.intn(16) == 0 {
+		return nil
+	}
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
+		Namespace: pick(r, fzNamespaces),
+		Name:      pick(r, fzSliceNames),
+		Labels:    r.labels(),
+	}}
+	if svc := pick(r, fzNames); svc != "" || r.intn(2) == 0 {
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels[discoveryv1.LabelServiceName] = svc
+	}
+	s.AddressType = pick(r, fzAddrTypes)
+	for range r.intn(4) {
+		var p discoveryv1.EndpointPort
+		if r.intn(4) != 0 {
+			p.Name = ptr(pick(r, fzPortNames))
+		}
+		if r.intn(4) != 0 {
+			p.Protocol = ptr(pick(r, fzProtocols))
+		}
+		if r.intn(4) != 0 {
+			p.Port = ptr(r.port())
+		}
+		s.Ports = append(s.Ports, p)
+	}
+	for range r.intn(5) {
+		var e discoveryv1.Endpoint
+		for range r.intn(3) {
+			e.Addresses = append(e.Addresses, r.str(fzAddrs))
+		}
+		e.Conditions = discoveryv1.EndpointConditions{Ready: r.optBool(), Serving: r.optBool(), Terminating: r.optBool()}
+		if n := pick(r, fzNodes); n != "" {
+			e.NodeName = ptr(n)
+		}
+		s.Endpoints = append(s.Endpoints, e)
+	}
+	return s
+}
+
+func deepCopyInput(in Input) Input {
+	out := Input{NodeName: in.NodeName}
+	for _, s := range in.Services {
+		out.Services = append(out.Services, s.DeepCopy())
+	}
+	for _, s := range in.Slices {
+		out.Slices = append(out.Slices, s.DeepCopy())
+	}
+	for _, n := range in.Nodes {
+		out.Nodes = append(out.Nodes, n.DeepCopy())
+	}
+	return out
+}
