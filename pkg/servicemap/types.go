@@ -7,6 +7,7 @@ package servicemap
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -88,12 +89,20 @@ type Frontend struct {
 	Service  types.NamespacedName
 	PortName string
 	Backends []Backend
+	// Affinity is sessionAffinity ClientIP's timeout; zero means none.
+	Affinity time.Duration
+	// PolicyDrop marks a frontend whose Service has endpoints, none of
+	// which its traffic policy (Local) lets this node use. kube-proxy DROPs
+	// such traffic; a socket cannot be dropped, so the datapath fails the
+	// connect with EHOSTUNREACH, distinct from ECONNREFUSED (no endpoints).
+	PolicyDrop bool
 }
 
 // Equal reports whether the datapath would program a and b identically.
 func (a Frontend) Equal(b Frontend) bool {
 	if a.Key != b.Key || a.Kind != b.Kind || a.Service != b.Service ||
-		a.PortName != b.PortName || len(a.Backends) != len(b.Backends) {
+		a.PortName != b.PortName || len(a.Backends) != len(b.Backends) ||
+		a.Affinity != b.Affinity || a.PolicyDrop != b.PolicyDrop {
 		return false
 	}
 	for i := range a.Backends {
@@ -126,4 +135,12 @@ type Input struct {
 	Slices   []*discoveryv1.EndpointSlice
 	Nodes    []*corev1.Node
 	NodeName string
+	// LocalAddresses are this node's interface addresses (found by the
+	// agent with netlink); with the Node object's addresses they are where
+	// NodePorts are served.
+	LocalAddresses []netip.Addr
+	// NodePortAddresses is kube-proxy's --nodeport-addresses filter: when
+	// set, NodePorts are served only on node addresses inside these
+	// prefixes (127.0.0.1 is always kept, see Build).
+	NodePortAddresses []netip.Prefix
 }
