@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SocklbAffinityKey struct {
+	_      structs.HostLayout
+	Client uint64
+	SvcId  uint32
+	Pad    uint32
+}
+
+type SocklbAffinityValue struct {
+	_         structs.HostLayout
+	LastUsed  uint64
+	BackendId uint32
+	Pad       uint32
+}
+
 type SocklbBackend struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -79,6 +93,7 @@ type SocklbSvcValue struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	SocklbMapAffinity            = "affinity"
 	SocklbMapBackends            = "backends"
 	SocklbMapRevnat              = "revnat"
 	SocklbMapServices            = "services"
@@ -86,9 +101,15 @@ const (
 	SocklbMapStats               = "stats"
 	SocklbMapSvcNames            = "svc_names"
 	SocklbProgSocklbConnect4     = "socklb_connect4"
+	SocklbProgSocklbConnect6     = "socklb_connect6"
 	SocklbProgSocklbGetpeername4 = "socklb_getpeername4"
+	SocklbProgSocklbGetpeername6 = "socklb_getpeername6"
 	SocklbProgSocklbRecvmsg4     = "socklb_recvmsg4"
+	SocklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
 	SocklbProgSocklbSendmsg4     = "socklb_sendmsg4"
+	SocklbProgSocklbSendmsg6     = "socklb_sendmsg6"
+	SocklbVarHostNetnsCookie     = "host_netns_cookie"
+	SocklbVarHostnsOnly          = "hostns_only"
 )
 
 // LoadSocklb returns the embedded CollectionSpec for Socklb.
@@ -134,15 +155,20 @@ type SocklbSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbProgramSpecs struct {
 	SocklbConnect4     *ebpf.ProgramSpec `ebpf:"socklb_connect4"`
+	SocklbConnect6     *ebpf.ProgramSpec `ebpf:"socklb_connect6"`
 	SocklbGetpeername4 *ebpf.ProgramSpec `ebpf:"socklb_getpeername4"`
+	SocklbGetpeername6 *ebpf.ProgramSpec `ebpf:"socklb_getpeername6"`
 	SocklbRecvmsg4     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg4"`
+	SocklbRecvmsg6     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg6"`
 	SocklbSendmsg4     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg4"`
+	SocklbSendmsg6     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg6"`
 }
 
 // SocklbMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbMapSpecs struct {
+	Affinity *ebpf.MapSpec `ebpf:"affinity"`
 	Backends *ebpf.MapSpec `ebpf:"backends"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
@@ -155,6 +181,8 @@ type SocklbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbVariableSpecs struct {
+	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
+	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
 }
 
 // SocklbObjects contains all objects after they have been loaded into the kernel.
@@ -177,6 +205,7 @@ func (o *SocklbObjects) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbMaps struct {
+	Affinity *ebpf.Map `ebpf:"affinity"`
 	Backends *ebpf.Map `ebpf:"backends"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
@@ -187,6 +216,7 @@ type SocklbMaps struct {
 
 func (m *SocklbMaps) Close() error {
 	return _SocklbClose(
+		m.Affinity,
 		m.Backends,
 		m.Revnat,
 		m.Services,
@@ -200,6 +230,8 @@ func (m *SocklbMaps) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbVariables struct {
+	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
+	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`
 }
 
 // SocklbPrograms contains all programs after they have been loaded into the kernel.
@@ -207,17 +239,25 @@ type SocklbVariables struct {
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbPrograms struct {
 	SocklbConnect4     *ebpf.Program `ebpf:"socklb_connect4"`
+	SocklbConnect6     *ebpf.Program `ebpf:"socklb_connect6"`
 	SocklbGetpeername4 *ebpf.Program `ebpf:"socklb_getpeername4"`
+	SocklbGetpeername6 *ebpf.Program `ebpf:"socklb_getpeername6"`
 	SocklbRecvmsg4     *ebpf.Program `ebpf:"socklb_recvmsg4"`
+	SocklbRecvmsg6     *ebpf.Program `ebpf:"socklb_recvmsg6"`
 	SocklbSendmsg4     *ebpf.Program `ebpf:"socklb_sendmsg4"`
+	SocklbSendmsg6     *ebpf.Program `ebpf:"socklb_sendmsg6"`
 }
 
 func (p *SocklbPrograms) Close() error {
 	return _SocklbClose(
 		p.SocklbConnect4,
+		p.SocklbConnect6,
 		p.SocklbGetpeername4,
+		p.SocklbGetpeername6,
 		p.SocklbRecvmsg4,
+		p.SocklbRecvmsg6,
 		p.SocklbSendmsg4,
+		p.SocklbSendmsg6,
 	)
 }
 

@@ -21,6 +21,7 @@ type SocklbTestLbReq struct {
 	Pad       uint8
 	BackendId uint32
 	Cookie    uint64
+	Client    uint64
 }
 
 type SocklbTestTestCtx struct {
@@ -34,6 +35,7 @@ type SocklbTestTestCtx struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	SocklbTestMapAffinity               = "affinity"
 	SocklbTestMapBackends               = "backends"
 	SocklbTestMapRevnat                 = "revnat"
 	SocklbTestMapServices               = "services"
@@ -41,8 +43,11 @@ const (
 	SocklbTestMapStats                  = "stats"
 	SocklbTestMapSvcNames               = "svc_names"
 	SocklbTestProgTestRevnat            = "test_revnat"
+	SocklbTestProgTestSkipNetns         = "test_skip_netns"
 	SocklbTestProgTestTranslateConnect  = "test_translate_connect"
 	SocklbTestProgTestTranslateDatagram = "test_translate_datagram"
+	SocklbTestVarHostNetnsCookie        = "host_netns_cookie"
+	SocklbTestVarHostnsOnly             = "hostns_only"
 )
 
 // LoadSocklbTest returns the embedded CollectionSpec for SocklbTest.
@@ -88,6 +93,7 @@ type SocklbTestSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbTestProgramSpecs struct {
 	TestRevnat            *ebpf.ProgramSpec `ebpf:"test_revnat"`
+	TestSkipNetns         *ebpf.ProgramSpec `ebpf:"test_skip_netns"`
 	TestTranslateConnect  *ebpf.ProgramSpec `ebpf:"test_translate_connect"`
 	TestTranslateDatagram *ebpf.ProgramSpec `ebpf:"test_translate_datagram"`
 }
@@ -96,6 +102,7 @@ type SocklbTestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbTestMapSpecs struct {
+	Affinity *ebpf.MapSpec `ebpf:"affinity"`
 	Backends *ebpf.MapSpec `ebpf:"backends"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
@@ -108,6 +115,8 @@ type SocklbTestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbTestVariableSpecs struct {
+	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
+	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
 }
 
 // SocklbTestObjects contains all objects after they have been loaded into the kernel.
@@ -130,6 +139,7 @@ func (o *SocklbTestObjects) Close() error {
 //
 // It can be passed to LoadSocklbTestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbTestMaps struct {
+	Affinity *ebpf.Map `ebpf:"affinity"`
 	Backends *ebpf.Map `ebpf:"backends"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
@@ -140,6 +150,7 @@ type SocklbTestMaps struct {
 
 func (m *SocklbTestMaps) Close() error {
 	return _SocklbTestClose(
+		m.Affinity,
 		m.Backends,
 		m.Revnat,
 		m.Services,
@@ -153,6 +164,8 @@ func (m *SocklbTestMaps) Close() error {
 //
 // It can be passed to LoadSocklbTestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbTestVariables struct {
+	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
+	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`
 }
 
 // SocklbTestPrograms contains all programs after they have been loaded into the kernel.
@@ -160,6 +173,7 @@ type SocklbTestVariables struct {
 // It can be passed to LoadSocklbTestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbTestPrograms struct {
 	TestRevnat            *ebpf.Program `ebpf:"test_revnat"`
+	TestSkipNetns         *ebpf.Program `ebpf:"test_skip_netns"`
 	TestTranslateConnect  *ebpf.Program `ebpf:"test_translate_connect"`
 	TestTranslateDatagram *ebpf.Program `ebpf:"test_translate_datagram"`
 }
@@ -167,6 +181,7 @@ type SocklbTestPrograms struct {
 func (p *SocklbTestPrograms) Close() error {
 	return _SocklbTestClose(
 		p.TestRevnat,
+		p.TestSkipNetns,
 		p.TestTranslateConnect,
 		p.TestTranslateDatagram,
 	)

@@ -8,6 +8,8 @@
 #include "maps.h"
 
 #define SOCKLB_ECONNREFUSED 111
+#define SOCKLB_EHOSTUNREACH 113
+#define NSEC_PER_SEC 1000000000ULL
 
 /* A reader that loses a race with a generation flip finds its old slot or
  * backend deleted; by then the new generation is complete, so re-reading the
@@ -17,7 +19,8 @@
 enum lb_verdict {
 	LB_PASS = 0,   /* not a service: leave the destination alone */
 	LB_XLATED = 1, /* req->addr/port now hold the chosen backend */
-	LB_REFUSE = 2, /* a service with no usable backend: REJECT */
+	LB_REFUSE = 2, /* a service with no endpoints: REJECT, ECONNREFUSED */
+	LB_UNREACH = 3, /* endpoints exist, none allowed here: EHOSTUNREACH */
 };
 
 enum lb_count {
@@ -32,7 +35,19 @@ struct lb_req {
 	__u8 pad;
 	__u32 backend_id; /* out */
 	__u64 cookie;	  /* socket cookie: keys the reverse translation */
+	__u64 client;	  /* netns cookie: the client for sessionAffinity */
 };
+
+/* Set at load time by the agent (--socket-lb-hostns-only): translate only
+ * for sockets of the host's network namespace, leaving pods to a sidecar
+ * proxy (Istio, Kata, KubeVirt), as Cilium's socketLB.hostNamespaceOnly. */
+volatile const __u8 hostns_only = 0;
+volatile const __u64 host_netns_cookie = 0;
+
+static __always_inline int lb_skip_netns(__u64 netns_cookie)
+{
+	return hostns_only && netns_cookie != host_netns_cookie;
+}
 
 static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
 {
@@ -48,6 +63,38 @@ static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
 		st->datagrams++;
 }
 
+/* lb_sticky returns the client's backend while its affinity is fresh and
+ * the backend still exists (a removed backend's id is deleted, and ids are
+ * not reused until the 32-bit space wraps). */
+static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now)
+{
+	struct affinity_key ak = {};
+	struct affinity_value *av;
+
+	ak.client = client;
+	ak.svc_id = svc->svc_id;
+	av = bpf_map_lookup_elem(&affinity, &ak);
+	if (!av)
+		return 0;
+	if (now - av->last_used > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
+		return 0;
+	if (!bpf_map_lookup_elem(&backends, &av->backend_id))
+		return 0;
+	return av->backend_id;
+}
+
+static __always_inline void lb_stick(__u32 svc_id, __u64 client, __u32 backend_id, __u64 now)
+{
+	struct affinity_key ak = {};
+	struct affinity_value av = {};
+
+	ak.client = client;
+	ak.svc_id = svc_id;
+	av.last_used = now;
+	av.backend_id = backend_id;
+	bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
+}
+
 static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 {
 	struct svc_key key = {};
@@ -56,7 +103,8 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	struct svc_value *svc;
 	struct backend *be = NULL;
 	__u32 *backend_id = NULL;
-	__u32 svc_id = 0;
+	__u32 sticky = 0, svc_id = 0, timeout = 0;
+	__u64 now = 0;
 	int i;
 
 	__builtin_memcpy(key.addr, req->addr, sizeof(key.addr));
@@ -72,7 +120,20 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 			return LB_PASS;
 		count = svc->count;
 		if (count == 0)
-			return LB_REFUSE;
+			return (svc->flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
+		timeout = svc->affinity_timeout;
+		if (timeout) {
+			now = bpf_ktime_get_ns();
+			sticky = lb_sticky(svc, req->client, now);
+			if (sticky) {
+				backend_id = &sticky;
+				be = bpf_map_lookup_elem(&backends, &sticky);
+				if (be) {
+					svc_id = svc->svc_id;
+					break;
+				}
+			}
+		}
 		sk.svc_id = svc->svc_id;
 		sk.generation = svc->generation;
 		sk.slot = bpf_get_prandom_u32() % count;
@@ -89,6 +150,8 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	 * is honest (the service exists) and the client may retry. */
 	if (!be || !backend_id)
 		return LB_REFUSE;
+	if (timeout)
+		lb_stick(svc_id, req->client, *backend_id, now);
 
 	rkey.cookie = req->cookie;
 	__builtin_memcpy(rkey.addr, be->addr, sizeof(rkey.addr));

@@ -16,6 +16,7 @@
 #define SOCKLB_MAX_SERVICES 65536
 #define SOCKLB_MAX_BACKENDS 262144
 #define SOCKLB_MAX_REVNAT 262144
+#define SOCKLB_MAX_AFFINITY 262144
 
 /* KUBE-SERVICES: which frontends exist. */
 struct svc_key {
@@ -25,11 +26,14 @@ struct svc_key {
 	__u8 pad;
 };
 
+/* svc_value.flags */
+#define SVC_F_POLICY_DROP 0x1 /* endpoints exist, the traffic policy allows none here */
+
 struct svc_value {
 	__u32 svc_id;
 	__u32 count;	  /* backends in this generation's slots; 0 = REJECT */
 	__u32 generation; /* which slots are live; flipped by one map write */
-	__u32 affinity_timeout;
+	__u32 affinity_timeout; /* seconds; 0 = no sessionAffinity */
 	__u16 flags;
 	__u8 kind; /* ClusterIP, NodePort, ExternalIP, LoadBalancer */
 	__u8 pad;
@@ -72,6 +76,21 @@ struct revnat_value {
  * up in `bpftool map dump` next to the ids. */
 struct svc_name {
 	char name[128]; /* namespace/name:port */
+};
+
+/* sessionAffinity: ClientIP. At the socket layer the client is a network
+ * namespace (a pod), identified by its netns cookie, as Cilium does: the
+ * source IP is not chosen yet at connect() time. */
+struct affinity_key {
+	__u64 client; /* netns cookie */
+	__u32 svc_id;
+	__u32 pad;
+};
+
+struct affinity_value {
+	__u64 last_used; /* bpf_ktime_get_ns() */
+	__u32 backend_id;
+	__u32 pad;
 };
 
 /* iptables -L -v pkts column, per KUBE-SEP. */
@@ -128,5 +147,12 @@ struct {
 	__type(key, __u32); /* svc id */
 	__type(value, struct svc_name);
 } svc_names SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SOCKLB_MAX_AFFINITY);
+	__type(key, struct affinity_key);
+	__type(value, struct affinity_value);
+} affinity SEC(".maps");
 
 #endif

@@ -18,41 +18,79 @@ static __always_inline void req_from_ctx4(struct lb_req *req, struct bpf_sock_ad
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
 	req->cookie = bpf_get_socket_cookie(ctx);
+	req->client = bpf_get_netns_cookie(ctx);
 }
 
-static __always_inline int xlate4(struct bpf_sock_addr *ctx, enum lb_count what)
+/* An AF_INET6 socket may connect to an IPv4 service through a v4-mapped
+ * address; the maps store IPv4 v4-mapped, so the lookup is the same. */
+static __always_inline void req_from_ctx6(struct lb_req *req, struct bpf_sock_addr *ctx)
 {
-	struct lb_req req = {};
+	__u32 *w = (__u32 *)req->addr;
 
-	req_from_ctx4(&req, ctx);
-	switch (lb_translate(&req, what)) {
-	case LB_XLATED:
-		/* Services of one family have backends of that family; an
-		 * IPv6 backend cannot be reached from an AF_INET socket. */
-		if (!addr_is_v4(req.addr))
-			break;
-		ctx->user_ip4 = addr_to_v4(req.addr);
-		ctx->user_port = req.port;
-		break;
+	w[0] = ctx->user_ip6[0];
+	w[1] = ctx->user_ip6[1];
+	w[2] = ctx->user_ip6[2];
+	w[3] = ctx->user_ip6[3];
+	req->port = (__be16)ctx->user_port;
+	req->proto = (__u8)ctx->protocol;
+	req->cookie = bpf_get_socket_cookie(ctx);
+	req->client = bpf_get_netns_cookie(ctx);
+}
+
+/* verdict turns lb.h's answer into what the syscall returns. */
+static __always_inline int verdict(int v)
+{
+	switch (v) {
 	case LB_REFUSE:
 		/* kube-proxy REJECTs with icmp-port-unreachable, which a TCP
 		 * client sees as ECONNREFUSED: give the same answer. */
 		bpf_set_retval(-SOCKLB_ECONNREFUSED);
 		return SYS_REJECT;
+	case LB_UNREACH:
+		/* kube-proxy DROPs: the client would time out. Say at once
+		 * that no endpoint is reachable from here. */
+		bpf_set_retval(-SOCKLB_EHOSTUNREACH);
+		return SYS_REJECT;
 	}
 	return SYS_PROCEED;
 }
 
-SEC("cgroup/connect4")
-int socklb_connect4(struct bpf_sock_addr *ctx)
+static __always_inline int xlate4(struct bpf_sock_addr *ctx, enum lb_count what)
 {
-	return xlate4(ctx, LB_COUNT_CONNECT);
+	struct lb_req req = {};
+	int v;
+
+	req_from_ctx4(&req, ctx);
+	if (lb_skip_netns(req.client))
+		return SYS_PROCEED;
+	v = lb_translate(&req, what);
+	/* Services of one family have backends of that family; an IPv6
+	 * backend cannot be reached from an AF_INET socket. */
+	if (v == LB_XLATED && addr_is_v4(req.addr)) {
+		ctx->user_ip4 = addr_to_v4(req.addr);
+		ctx->user_port = req.port;
+	}
+	return verdict(v);
 }
 
-SEC("cgroup/sendmsg4")
-int socklb_sendmsg4(struct bpf_sock_addr *ctx)
+static __always_inline int xlate6(struct bpf_sock_addr *ctx, enum lb_count what)
 {
-	return xlate4(ctx, LB_COUNT_DATAGRAM);
+	struct lb_req req = {};
+	__u32 *w = (__u32 *)req.addr;
+	int v;
+
+	req_from_ctx6(&req, ctx);
+	if (lb_skip_netns(req.client))
+		return SYS_PROCEED;
+	v = lb_translate(&req, what);
+	if (v == LB_XLATED) {
+		ctx->user_ip6[0] = w[0];
+		ctx->user_ip6[1] = w[1];
+		ctx->user_ip6[2] = w[2];
+		ctx->user_ip6[3] = w[3];
+		ctx->user_port = req.port;
+	}
+	return verdict(v);
 }
 
 static __always_inline int revnat4(struct bpf_sock_addr *ctx)
@@ -67,14 +105,42 @@ static __always_inline int revnat4(struct bpf_sock_addr *ctx)
 	return SYS_PROCEED;
 }
 
-SEC("cgroup/recvmsg4")
-int socklb_recvmsg4(struct bpf_sock_addr *ctx)
+static __always_inline int revnat6(struct bpf_sock_addr *ctx)
 {
-	return revnat4(ctx);
+	struct lb_req req = {};
+	__u32 *w = (__u32 *)req.addr;
+
+	req_from_ctx6(&req, ctx);
+	if (lb_revnat(&req)) {
+		ctx->user_ip6[0] = w[0];
+		ctx->user_ip6[1] = w[1];
+		ctx->user_ip6[2] = w[2];
+		ctx->user_ip6[3] = w[3];
+		ctx->user_port = req.port;
+	}
+	return SYS_PROCEED;
 }
 
+SEC("cgroup/connect4")
+int socklb_connect4(struct bpf_sock_addr *ctx) { return xlate4(ctx, LB_COUNT_CONNECT); }
+
+SEC("cgroup/sendmsg4")
+int socklb_sendmsg4(struct bpf_sock_addr *ctx) { return xlate4(ctx, LB_COUNT_DATAGRAM); }
+
+SEC("cgroup/recvmsg4")
+int socklb_recvmsg4(struct bpf_sock_addr *ctx) { return revnat4(ctx); }
+
 SEC("cgroup/getpeername4")
-int socklb_getpeername4(struct bpf_sock_addr *ctx)
-{
-	return revnat4(ctx);
-}
+int socklb_getpeername4(struct bpf_sock_addr *ctx) { return revnat4(ctx); }
+
+SEC("cgroup/connect6")
+int socklb_connect6(struct bpf_sock_addr *ctx) { return xlate6(ctx, LB_COUNT_CONNECT); }
+
+SEC("cgroup/sendmsg6")
+int socklb_sendmsg6(struct bpf_sock_addr *ctx) { return xlate6(ctx, LB_COUNT_DATAGRAM); }
+
+SEC("cgroup/recvmsg6")
+int socklb_recvmsg6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }
+
+SEC("cgroup/getpeername6")
+int socklb_getpeername6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }

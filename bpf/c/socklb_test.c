@@ -63,6 +63,17 @@ int test_translate_datagram(struct test_ctx *ctx)
 }
 
 SEC("syscall")
+int test_skip_netns(struct test_ctx *ctx)
+{
+	struct test_ctx tc;
+
+	ctx_load(&tc, ctx);
+	tc.verdict = lb_skip_netns(tc.req.client);
+	ctx_store(ctx, &tc);
+	return 0;
+}
+
+SEC("syscall")
 int test_revnat(struct test_ctx *ctx)
 {
 	struct test_ctx tc;

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -136,10 +137,14 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 
 	// The flip: from here on readers use the new generation.
 	sv := socklbbpf.SocklbSvcValue{
-		SvcId:      next.ID,
-		Count:      uint32(len(next.BackendIDs)),
-		Generation: next.Generation,
-		Kind:       uint8(fe.Kind),
+		SvcId:           next.ID,
+		Count:           uint32(len(next.BackendIDs)),
+		Generation:      next.Generation,
+		AffinityTimeout: uint32(fe.Affinity / time.Second),
+		Kind:            uint8(fe.Kind),
+	}
+	if fe.PolicyDrop {
+		sv.Flags |= svcFlagPolicyDrop
 	}
 	if err := d.t.services.Put(svcKey(fe.Key), sv); err != nil {
 		rollback()
@@ -206,6 +211,9 @@ func (d *Datapath) deleteBackend(id uint32) {
 	_ = d.t.stats.Delete(id)
 	d.backendIDs.free(id)
 }
+
+// svcFlagPolicyDrop is SVC_F_POLICY_DROP in bpf/c/maps.h.
+const svcFlagPolicyDrop = 0x1
 
 func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto)}

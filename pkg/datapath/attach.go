@@ -24,6 +24,10 @@ var hooks = []hook{
 	{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg4 }},
 	{"recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg4 }},
 	{"getpeername4", ebpf.AttachCgroupInet4GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername4 }},
+	{"connect6", ebpf.AttachCGroupInet6Connect, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbConnect6 }},
+	{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg6 }},
+	{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg6 }},
+	{"getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername6 }},
 }
 
 // attachHooks attaches every hook to the cgroup with a pinned bpf_link. A

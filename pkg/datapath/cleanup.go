@@ -31,6 +31,9 @@ func Cleanup(bpffs string) error {
 		return fmt.Errorf("reading embedded BPF object: %w", err)
 	}
 	for name := range spec.Maps {
+		if !isStateMap(name) {
+			continue
+		}
 		rm(filepath.Join(mapsDir(bpffs), name))
 	}
 	rm(linksDir(bpffs))

@@ -21,6 +21,10 @@ type Config struct {
 	MaxServices uint32
 	MaxBackends uint32
 	MaxRevNAT   uint32
+	MaxAffinity uint32
+	// HostNSOnly translates only for sockets in the agent's network
+	// namespace (the host's, for a hostNetwork DaemonSet).
+	HostNSOnly bool
 }
 
 // Defaults sized for a large cluster: each Service port is one service
@@ -29,6 +33,7 @@ const (
 	DefaultMaxServices = 65536
 	DefaultMaxBackends = 262144
 	DefaultMaxRevNAT   = 262144
+	DefaultMaxAffinity = 262144
 )
 
 func (c Config) withDefaults() Config {
@@ -40,6 +45,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRevNAT == 0 {
 		c.MaxRevNAT = DefaultMaxRevNAT
+	}
+	if c.MaxAffinity == 0 {
+		c.MaxAffinity = DefaultMaxAffinity
 	}
 	return c
 }

@@ -94,6 +94,7 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 		socklbbpf.SocklbMapStats:    &t.stats,
 		socklbbpf.SocklbMapSvcNames: &t.svcNames,
 		socklbbpf.SocklbMapRevnat:   &t.revnat,
+		socklbbpf.SocklbMapAffinity: &t.affinity,
 	} {
 		m, err := open(name)
 		if err != nil {

@@ -70,16 +70,27 @@ func openTest(t *testing.T, cfg Config) *Datapath {
 // testProgs loads the SEC("syscall") wrappers around lb.h, sharing d's maps.
 func testProgs(t *testing.T, d *Datapath) *socklbbpf.SocklbTestPrograms {
 	t.Helper()
+	return testProgsWith(t, d, nil)
+}
+
+// testProgsWith loads the wrappers with load-time constants set.
+func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.SocklbTestPrograms {
+	t.Helper()
 	spec, err := socklbbpf.LoadSocklbTest()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			t.Fatalf("setting %s: %v", name, err)
+		}
 	}
 	applySizes(spec.Maps, d.cfg)
 	m := d.Maps()
 	var objs socklbbpf.SocklbTestObjects
 	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"services": m.Services, "slots": m.Slots, "backends": m.Backends,
-		"stats": m.Stats, "revnat": m.Revnat, "svc_names": m.SvcNames,
+		"stats": m.Stats, "revnat": m.Revnat, "svc_names": m.SvcNames, "affinity": m.Affinity,
 	}})
 	if err != nil {
 		t.Fatalf("loading test programs: %v", err)
@@ -95,11 +106,17 @@ type result struct {
 }
 
 func run(t testing.TB, prog *ebpf.Program, dst netip.AddrPort, proto servicemap.Protocol, cookie uint64) result {
+	return runFrom(t, prog, dst, proto, cookie, 0)
+}
+
+// runFrom runs prog for a socket of the network namespace client.
+func runFrom(t testing.TB, prog *ebpf.Program, dst netip.AddrPort, proto servicemap.Protocol, cookie, client uint64) result {
 	in := socklbbpf.SocklbTestTestCtx{Req: socklbbpf.SocklbTestLbReq{
 		Addr:   addrBytes(dst.Addr()),
 		Port:   portToMap(dst.Port()),
 		Proto:  uint8(proto),
 		Cookie: cookie,
+		Client: client,
 	}}
 	var out socklbbpf.SocklbTestTestCtx
 	if _, err := prog.Run(&ebpf.RunOptions{Context: in, ContextOut: &out}); err != nil {

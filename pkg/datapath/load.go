@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -24,8 +25,15 @@ func loadObjects(cfg Config) (*socklbbpf.SocklbObjects, error) {
 		return nil, fmt.Errorf("reading embedded BPF object: %w", err)
 	}
 	applySizes(spec.Maps, cfg)
-	for _, ms := range spec.Maps {
-		ms.Pinning = ebpf.PinByName
+	for name, ms := range spec.Maps {
+		// .rodata holds load-time constants, which belong to one program
+		// load, not to the state a restart must keep.
+		if isStateMap(name) {
+			ms.Pinning = ebpf.PinByName
+		}
+	}
+	if err := setConstants(spec, cfg); err != nil {
+		return nil, err
 	}
 	var objs socklbbpf.SocklbObjects
 	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{
@@ -56,6 +64,7 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 		socklbbpf.SocklbMapBackends: cfg.MaxBackends,
 		socklbbpf.SocklbMapStats:    cfg.MaxBackends,
 		socklbbpf.SocklbMapRevnat:   cfg.MaxRevNAT,
+		socklbbpf.SocklbMapAffinity: cfg.MaxAffinity,
 	}
 	for name, ms := range maps {
 		if n, ok := sizes[name]; ok {
@@ -63,3 +72,7 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 		}
 	}
 }
+
+// isStateMap tells the maps that hold socklb's state (pinned, adopted,
+// removed by Cleanup) from the loader's internal .rodata/.bss.
+func isStateMap(name string) bool { return !strings.HasPrefix(name, ".") }

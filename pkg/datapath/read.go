@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,11 +17,11 @@ import (
 // tables are the maps the agent reads and writes; the hook programs are not
 // needed to read state, so inspect and adoption share this.
 type tables struct {
-	services, slots, backends, stats, svcNames, revnat *ebpf.Map
+	services, slots, backends, stats, svcNames, revnat, affinity *ebpf.Map
 }
 
 func tablesOf(m *socklbbpf.SocklbMaps) tables {
-	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Revnat}
+	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Revnat, m.Affinity}
 }
 
 // Service is one programmed frontend as the maps hold it.
@@ -51,6 +52,8 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 		s := &Service{ID: v.SvcId, Generation: v.Generation}
 		s.Frontend.Key = key
 		s.Frontend.Kind = servicemap.Kind(v.Kind)
+		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
+		s.Frontend.PolicyDrop = v.Flags&svcFlagPolicyDrop != 0
 		var name socklbbpf.SocklbSvcName
 		if err := t.svcNames.Lookup(v.SvcId, &name); err == nil {
 			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))
