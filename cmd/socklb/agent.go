@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,7 +26,10 @@ type agentFlags struct {
 	cgroupPath, bpffsPath               string
 	healthzAddr, metricsAddr            string
 	maxServices, maxBackends, maxRevNAT uint
+	maxAffinity                         uint
 	healthTimeout                       time.Duration
+	hostNSOnly                          bool
+	nodePortAddresses                   []netip.Prefix
 }
 
 func parseAgentFlags(args []string) (agentFlags, error) {
@@ -41,8 +45,15 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.UintVar(&f.maxServices, "max-services", datapath.DefaultMaxServices, "capacity of the services map: frontends (address, port, protocol)")
 	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
 	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
+	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
+	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
+	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	var err error
+	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
@@ -51,7 +62,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	if f.kubeconfig != "" && f.manifests != "" {
 		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
 	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-revnat": f.maxRevNAT} {
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-revnat": f.maxRevNAT, "--max-affinity": f.maxAffinity} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}
@@ -78,10 +89,11 @@ func runAgent(args []string) error {
 	report := func(p servicemap.Problem) {
 		log.Warn("skipping unusable input", "kind", p.Kind, "object", p.Object.String(), "reason", p.Reason)
 	}
-	src, err := newSource(f, report)
+	base, err := newSource(f, report)
 	if err != nil {
 		return err
 	}
+	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, log: log}
 	if f.cgroupPath == "" {
 		if f.cgroupPath, err = datapath.Cgroup2Root(); err != nil {
 			return err
@@ -94,6 +106,8 @@ func runAgent(args []string) error {
 		MaxServices: uint32(f.maxServices),
 		MaxBackends: uint32(f.maxBackends),
 		MaxRevNAT:   uint32(f.maxRevNAT),
+		MaxAffinity: uint32(f.maxAffinity),
+		HostNSOnly:  f.hostNSOnly,
 	})
 	if err != nil {
 		return err

@@ -1,11 +1,23 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/socklb/socklb/pkg/source"
+	"github.com/socklb/socklb/pkg/source/kube"
 )
 
 func newKubeSource(f agentFlags, report source.ReportFunc) (source.Source, error) {
-	return nil, errors.New("kube source: not wired yet")
+	cfg, err := kube.RESTConfig(f.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "socklb/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the API client: %w", err)
+	}
+	return kube.New(client, kube.Config{NodeName: f.nodeName, Report: report})
 }

@@ -180,8 +180,14 @@ func network(proto string, dst netip.AddrPort) string {
 // tcpOnce connects, reads the server's reply (its pod name) until EOF and
 // closes. It records the first successful connection's getpeername in res.
 func tcpOnce(dst netip.AddrPort, timeout time.Duration, res *wire.Result) (string, error) {
-	d := net.Dialer{Timeout: timeout}
-	c, err := d.Dial(network("tcp", dst), dst.String())
+	var c net.Conn
+	var err error
+	if dst.Addr().Is4In6() {
+		c, err = dialMapped(dst)
+	} else {
+		d := net.Dialer{Timeout: timeout}
+		c, err = d.Dial(network("tcp", dst), dst.String())
+	}
 	if err != nil {
 		return "", err
 	}
@@ -201,6 +207,23 @@ func tcpOnce(dst netip.AddrPort, timeout time.Duration, res *wire.Result) (strin
 		return "", errEmpty
 	}
 	return name, nil
+}
+
+// dialMapped connects an AF_INET6 socket to an IPv4-mapped address
+// (::ffff:a.b.c.d), the way dual-stack applications reach IPv4 Services.
+// Go's dialer turns such addresses into AF_INET sockets, so use syscalls.
+func dialMapped(dst netip.AddrPort) (net.Conn, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrInet6{Addr: dst.Addr().As16(), Port: int(dst.Port())}); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "tcp6-mapped")
+	defer f.Close()
+	return net.FileConn(f)
 }
 
 // peerName calls getpeername(2) on the socket explicitly, so that the
