@@ -1,0 +1,154 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/source"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ServiceProxyNameLabel marks Services that another proxy implements;
+// kube-proxy ignores them, and so do we.
+const ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
+
+// Config configures a kube Source.
+type Config struct {
+	NodeName string            // this node; its Node object is watched
+	Report   source.ReportFunc // receives problems; nil drops them
+}
+
+// Source follows Services, EndpointSlices and this node's Node.
+type Source struct {
+	nodeName string
+	selector labels.Selector // Services and EndpointSlices we proxy
+	factory  informers.SharedInformerFactory
+	services corelisters.ServiceLister
+	slices   discoverylisters.EndpointSliceLister
+	nodes    corelisters.NodeLister
+	changes  signal
+
+	reportMu sync.Mutex // Report is never called concurrently
+	reportFn source.ReportFunc
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New sets up the informers; they start with Run.
+func New(client kubernetes.Interface, cfg Config) (*Source, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("kube source: node name is empty; the agent needs its own node's name")
+	}
+	notProxied, err := labels.NewRequirement(ServiceProxyNameLabel, selection.DoesNotExist, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the service-proxy-name selector: %w", err)
+	}
+	s := &Source{
+		nodeName: cfg.NodeName,
+		selector: labels.NewSelector().Add(*notProxied),
+		changes:  newSignal(),
+		reportFn: cfg.Report,
+	}
+	// Resync 0: periodic resyncs would only replay the cache and wake the
+	// agent for nothing. The label selector also applies to EndpointSlices:
+	// the EndpointSlice controller copies Service labels onto them, which is
+	// why kube-proxy filters both the same way.
+	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s.selector.String() }))
+
+	svcs := s.factory.Core().V1().Services()
+	slices := s.factory.Discovery().V1().EndpointSlices()
+	// Only our own Node: watching all of them would wake every agent of the
+	// cluster on every node heartbeat.
+	nodes := s.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredNodeInformer(c, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+			})
+	})
+	s.services, s.slices, s.nodes = svcs.Lister(), slices.Lister(), corelisters.NewNodeLister(nodes.GetIndexer())
+
+	for resource, inf := range map[string]cache.SharedIndexInformer{
+		"services": svcs.Informer(), "endpointslices": slices.Informer(), "nodes": nodes,
+	} {
+		if err := inf.SetWatchErrorHandlerWithContext(s.watchErrors(resource)); err != nil {
+			return nil, fmt.Errorf("setting the %s watch error handler: %w", resource, err)
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.changes.poke() },
+			UpdateFunc: func(any, any) { s.changes.poke() },
+			DeleteFunc: func(any) { s.changes.poke() },
+		}); err != nil {
+			return nil, fmt.Errorf("adding the %s event handler: %w", resource, err)
+		}
+	}
+	return s, nil
+}
+
+// Run starts the informers, calls changed() once their caches are synced,
+// then once per burst of events. It returns nil when ctx is done.
+func (s *Source) Run(ctx context.Context, changed func()) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		s.factory.Shutdown()
+	}()
+	s.factory.StartWithContext(runCtx)
+	if res := s.factory.WaitForCacheSyncWithContext(runCtx); res.Err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("waiting for the informer caches to sync: %w", res.Err)
+	}
+	// The first snapshot already holds everything the initial lists added.
+	s.changes.drain()
+	changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.changes.C:
+			changed()
+		}
+	}
+}
+
+// Snapshot reads the informer caches. The objects are the caches' own,
+// which informers replace but never modify. Before the caches sync it may
+// be incomplete.
+func (s *Source) Snapshot() servicemap.Input {
+	in := servicemap.Input{NodeName: s.nodeName}
+	// Listers never fail. Selecting again here keeps the result right even
+	// if a server (or a fake clientset) ignored the selector.
+	in.Services, _ = s.services.List(s.selector)
+	in.Slices, _ = s.slices.List(s.selector)
+	if n, err := s.nodes.Get(s.nodeName); err == nil {
+		in.Nodes = []*corev1.Node{n}
+	}
+	source.SortInput(&in)
+	return in
+}
+
+func (s *Source) report(p servicemap.Problem) {
+	if s.reportFn == nil {
+		return
+	}
+	s.reportMu.Lock()
+	defer s.reportMu.Unlock()
+	s.reportFn(p)
+}

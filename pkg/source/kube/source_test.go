@@ -1,0 +1,256 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/pkg/servicemap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func service(name string, labels map[string]string, ports ...int32) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10"},
+	}
+	for _, p := range ports {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: p, Protocol: corev1.ProtocolTCP})
+	}
+	return s
+}
+
+func slice(name, svc string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.11"}}},
+	}
+}
+
+func node(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+
+// newClient is a fake clientset that tells when the informers' watches are
+// established: the fake ignores resource versions, so anything written
+// between an informer's list and its watch would be lost.
+func newClient(objs ...runtime.Object) (*fake.Clientset, <-chan string) {
+	client := fake.NewClientset(objs...)
+	watching := make(chan string, 10)
+	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		watching <- action.GetResource().Resource
+		return true, w, nil
+	})
+	return client, watching
+}
+
+// run starts s and returns a channel with one value per changed() call; each
+// call sleeps for delay, standing in for an agent rebuilding its maps.
+func run(t *testing.T, s *Source, delay time.Duration) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := make(chan struct{}, 1000)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(ctx, func() {
+			time.Sleep(delay)
+			calls <- struct{}{}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return calls
+}
+
+func await[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	panic("unreachable")
+}
+
+// eventually waits for changed() calls until the snapshot satisfies ok.
+func eventually(t *testing.T, s *Source, calls <-chan struct{}, what string, ok func(servicemap.Input) bool) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for !ok(s.Snapshot()) {
+		select {
+		case <-calls:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; snapshot: %s", what, describe(s.Snapshot()))
+		}
+	}
+}
+
+func describe(in servicemap.Input) string {
+	var parts []string
+	for _, s := range in.Services {
+		parts = append(parts, fmt.Sprintf("svc %s/%s ports %d", s.Namespace, s.Name, len(s.Spec.Ports)))
+	}
+	for _, s := range in.Slices {
+		parts = append(parts, "slice "+s.Namespace+"/"+s.Name)
+	}
+	for _, n := range in.Nodes {
+		parts = append(parts, "node "+n.Name)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func TestSourceFollowsObjects(t *testing.T) {
+	client, watching := newClient(
+		service("echo", nil, 80),
+		service("other-proxy", map[string]string{ServiceProxyNameLabel: "someone-else"}, 80),
+		slice("echo-1", "echo"),
+		node("n1"), node("n2"),
+	)
+	s, err := New(client, Config{NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := run(t, s, 0)
+	await(t, calls, "the first changed()")
+	if got, want := describe(s.Snapshot()), "svc default/echo ports 1, slice default/echo-1, node n1"; got != want {
+		t.Fatalf("first snapshot = %q, want %q", got, want)
+	}
+	if s.Snapshot().NodeName != "n1" {
+		t.Error("NodeName not filled")
+	}
+	var started []string
+	for range 3 {
+		started = append(started, await(t, watching, "the watches"))
+	}
+	slices.Sort(started)
+	if !slices.Equal(started, []string{"endpointslices", "nodes", "services"}) {
+		t.Fatalf("watches started: %v", started)
+	}
+
+	ctx := context.Background()
+	if _, err := client.CoreV1().Services("default").Update(ctx, service("echo", nil, 80, 443), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, calls, "the updated Service", func(in servicemap.Input) bool {
+		return len(in.Services) == 1 && len(in.Services[0].Spec.Ports) == 2
+	})
+
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice("echo-2", "echo"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, calls, "the new EndpointSlice", func(in servicemap.Input) bool { return len(in.Slices) == 2 })
+
+	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "echo-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, calls, "the deleted EndpointSlice", func(in servicemap.Input) bool {
+		return len(in.Slices) == 1 && in.Slices[0].Name == "echo-2"
+	})
+
+	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, calls, "the deleted Node", func(in servicemap.Input) bool { return len(in.Nodes) == 0 })
+
+	if err := client.CoreV1().Services("default").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, s, calls, "the deleted Service", func(in servicemap.Input) bool { return len(in.Services) == 0 })
+}
+
+// A burst of events while the agent is busy must not queue one rebuild per
+// event.
+func TestSourceCoalescesBursts(t *testing.T) {
+	client, watching := newClient()
+	s, err := New(client, Config{NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := run(t, s, 20*time.Millisecond)
+	await(t, calls, "the first changed()")
+	for range 3 {
+		await(t, watching, "the watches")
+	}
+	const n = 100
+	for i := range n {
+		if _, err := client.DiscoveryV1().EndpointSlices("default").Create(context.Background(), slice(fmt.Sprintf("s-%d", i), "echo"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := 0
+	deadline := time.After(5 * time.Second)
+	for len(s.Snapshot().Slices) < n {
+		select {
+		case <-calls:
+			count++
+		case <-deadline:
+			t.Fatalf("only %d of %d slices seen", len(s.Snapshot().Slices), n)
+		}
+	}
+	if count > n/4 {
+		t.Errorf("%d events caused %d changed() calls", n, count)
+	}
+	t.Logf("%d events caused %d changed() calls", n, count)
+}
+
+func TestSourceReportsListFailures(t *testing.T) {
+	client, _ := newClient()
+	client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", fmt.Errorf("RBAC says no"))
+	})
+	var mu sync.Mutex
+	var got []servicemap.Problem
+	reported := make(chan struct{}, 100)
+	s, err := New(client, Config{NodeName: "n1", Report: func(p servicemap.Problem) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+		reported <- struct{}{}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := run(t, s, 0)
+	await(t, reported, "a reported problem")
+	mu.Lock()
+	p := got[0]
+	mu.Unlock()
+	if p.Kind != "Watch" || p.Object.Name != "services" || !strings.Contains(p.Reason, "RBAC says no") {
+		t.Errorf("problem = %v", p)
+	}
+	select {
+	case <-calls:
+		t.Error("changed() called although the Services cache cannot sync")
+	default:
+	}
+}
+
+func TestNewNeedsNodeName(t *testing.T) {
+	if _, err := New(fake.NewClientset(), Config{}); err == nil {
+		t.Error("no error without a node name")
+	}
+}
