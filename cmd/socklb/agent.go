@@ -29,6 +29,7 @@ type agentFlags struct {
 	maxAffinity                         uint
 	healthTimeout                       time.Duration
 	hostNSOnly                          bool
+	terminateSockets                    string
 	nodePortAddresses                   []netip.Prefix
 }
 
@@ -47,6 +48,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
+	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
@@ -108,6 +110,8 @@ func runAgent(args []string) error {
 		MaxRevNAT:   uint32(f.maxRevNAT),
 		MaxAffinity: uint32(f.maxAffinity),
 		HostNSOnly:  f.hostNSOnly,
+
+		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
 	})
 	if err != nil {
 		return err
@@ -115,6 +119,9 @@ func runAgent(args []string) error {
 	// Close only drops this process's handles: the pinned links keep the
 	// hooks serving the last state while the agent is down or upgraded.
 	defer dp.Close()
+	if err := dp.SocketTerminationError(); err != nil {
+		log.Warn("sockets connected to a removed backend will not be destroyed; Services work", "err", err)
+	}
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
 

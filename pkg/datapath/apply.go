@@ -20,6 +20,10 @@ type ApplyResult struct {
 	// a frontend keeps what it had before (or stays absent); the next
 	// Apply tries again.
 	Failed map[servicemap.FrontendKey]error
+	// SocketsDestroyed counts sockets destroyed because their backend left;
+	// SocketErr says what went wrong doing so (the maps are still right).
+	SocketsDestroyed int
+	SocketErr        error
 }
 
 // Err joins the failures into one error, sorted for stable logs.
@@ -64,7 +68,37 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 		}
 		res.Upserted++
 	}
+	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	return res
+}
+
+// terminateRetired destroys the sockets connected to backends that left
+// and are no backend of any frontend any more (a pod can back a ClusterIP
+// and a NodePort: leaving one keeps its sockets).
+func (d *Datapath) terminateRetired() (int, error) {
+	retired := d.retired
+	d.retired = nil
+	if d.term == nil || len(retired) == 0 {
+		return 0, nil
+	}
+	live := map[socklbbpf.SocktermSockTarget]bool{}
+	for _, s := range d.current {
+		for _, b := range s.Frontend.Backends {
+			live[sockTarget(s.Frontend.Key.Proto, b)] = true
+		}
+	}
+	var targets []socklbbpf.SocktermSockTarget
+	for _, t := range retired {
+		if !live[t] {
+			targets = append(targets, t)
+			live[t] = true // once
+		}
+	}
+	return d.term.destroy(targets)
+}
+
+func sockTarget(proto servicemap.Protocol, b servicemap.Backend) socklbbpf.SocktermSockTarget {
+	return socklbbpf.SocktermSockTarget{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto)}
 }
 
 // upsert writes fe's new generation beside the live one, flips the service
@@ -168,9 +202,10 @@ func (d *Datapath) retire(old, next *Service) {
 	for _, id := range next.BackendIDs {
 		kept[id] = true
 	}
-	for _, id := range old.BackendIDs {
+	for i, id := range old.BackendIDs {
 		if !kept[id] {
 			d.deleteBackend(id)
+			d.retired = append(d.retired, sockTarget(old.Frontend.Key.Proto, old.Frontend.Backends[i]))
 		}
 	}
 }

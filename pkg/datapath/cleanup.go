@@ -14,7 +14,7 @@ import (
 // cgroup. It removes only names socklb creates, so a wrong --bpffs-path
 // cannot delete someone else's pins.
 func Cleanup(bpffs string) error {
-	if err := (Config{BPFFSPath: bpffs}).validate(); err != nil {
+	if err := (Config{BPFFSPath: bpffs}).validatePaths(); err != nil {
 		return err
 	}
 	var errs []error

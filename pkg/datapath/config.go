@@ -25,6 +25,10 @@ type Config struct {
 	// HostNSOnly translates only for sockets in the agent's network
 	// namespace (the host's, for a hostNetwork DaemonSet).
 	HostNSOnly bool
+	// TerminateSockets picks the sockets destroyed when their backend
+	// leaves (default TerminateUDP). Needs a cgroup (it walks the network
+	// namespaces of the cgroup's processes) and Linux 6.5+.
+	TerminateSockets SocketTermination
 }
 
 // Defaults sized for a large cluster: each Service port is one service
@@ -46,6 +50,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxRevNAT == 0 {
 		c.MaxRevNAT = DefaultMaxRevNAT
 	}
+	if c.TerminateSockets == "" {
+		c.TerminateSockets = TerminateUDP
+	}
 	if c.MaxAffinity == 0 {
 		c.MaxAffinity = DefaultMaxAffinity
 	}
@@ -53,6 +60,15 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	switch c.TerminateSockets {
+	case TerminateNone, TerminateUDP, TerminateAll:
+	default:
+		return fmt.Errorf("socket termination %q: use none, udp or all", c.TerminateSockets)
+	}
+	return c.validatePaths()
+}
+
+func (c Config) validatePaths() error {
 	if c.BPFFSPath == "" {
 		return fmt.Errorf("bpffs path is empty: pass --bpffs-path, a directory on a bpf filesystem such as /sys/fs/bpf/socklb")
 	}

@@ -20,6 +20,10 @@ type Datapath struct {
 	current    map[servicemap.FrontendKey]*Service
 	svcIDs     *idAllocator
 	backendIDs *idAllocator
+
+	term    *terminator // nil when socket termination is off or unavailable
+	termErr error       // why it is unavailable
+	retired []socklbbpf.SocktermSockTarget
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
@@ -50,13 +54,27 @@ func Open(cfg Config) (*Datapath, error) {
 			objs.Close()
 			return nil, err
 		}
+		if cfg.TerminateSockets != TerminateNone {
+			// Without it the Services still work; only sockets
+			// connected to a removed backend stay stuck.
+			d.term, d.termErr = newTerminator(cfg, &objs.SocklbMaps)
+		}
 	}
 	return d, nil
 }
 
+// SocketTerminationError says why sockets of removed backends are not
+// destroyed, or nil when they are (or when that was not asked for).
+func (d *Datapath) SocketTerminationError() error { return d.termErr }
+
 // Close releases this process's handles. Pinned maps and links stay, so the
 // hooks keep translating with the last programmed state.
-func (d *Datapath) Close() error { return d.objs.Close() }
+func (d *Datapath) Close() error {
+	if d.term != nil {
+		d.term.Close()
+	}
+	return d.objs.Close()
+}
 
 // Maps exposes the loaded maps to tests that load programs beside them.
 func (d *Datapath) Maps() *socklbbpf.SocklbMaps { return &d.objs.SocklbMaps }

@@ -68,7 +68,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "labclient: --addr %q: %v\n", *addr, err)
 		os.Exit(2)
 	}
-	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	if mode != "tcp" {
+		// Only tcp dials v4-mapped addresses from an AF_INET6 socket.
+		dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	}
 	rec := &recorder{res: res, seq: *seq}
 
 	switch mode {
@@ -80,7 +83,7 @@ func main() {
 	case "udp":
 		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), rec)
 	case "udp-connected":
-		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, rec)
+		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, *interval, rec)
 	case "loop":
 		to := orDefault(*timeout, 2*time.Second)
 		end := time.Now().Add(*duration)
@@ -291,7 +294,11 @@ func udpUnconnected(dst netip.AddrPort, count int, timeout time.Duration, rec *r
 
 // udpConnected uses a connected socket (connect hook), send/recv, and records
 // getpeername. With reconnect, every query gets a fresh socket.
-func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnect bool, rec *recorder) {
+//
+// Like a resolver, it keeps its socket until the socket fails, then makes a
+// new one; --interval spaces the queries so a test can change the Service
+// while the socket is held.
+func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnect bool, interval time.Duration, rec *recorder) {
 	var c *net.UDPConn
 	defer func() {
 		if c != nil {
@@ -318,14 +325,21 @@ func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnec
 				}
 			}
 		}
+		if i > 0 && interval > 0 {
+			time.Sleep(interval)
+		}
 		if _, err := c.Write([]byte(fmt.Sprintf("q%d", i))); err != nil {
 			rec.record("", err)
+			c.Close()
+			c = nil
 			continue
 		}
 		_ = c.SetReadDeadline(time.Now().Add(timeout))
 		n, err := c.Read(buf)
 		if err != nil {
 			rec.record("", err)
+			c.Close()
+			c = nil
 			continue
 		}
 		name := strings.TrimSpace(string(buf[:n]))

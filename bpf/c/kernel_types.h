@@ -1,0 +1,50 @@
+/* The few kernel types the socket iterators read, declared by hand with
+ * preserve_access_index: the loader relocates every field access against
+ * the running kernel's BTF, so no vmlinux.h is needed and layouts may
+ * differ between kernels. */
+#ifndef SOCKLB_KERNEL_TYPES_H
+#define SOCKLB_KERNEL_TYPES_H
+
+#include <linux/types.h>
+
+#define CORE __attribute__((preserve_access_index))
+
+struct in6_addr___sl {
+	__u32 s6_addr32[4];
+};
+
+struct sock_common {
+	__be32 skc_daddr;
+	__be16 skc_dport;
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	struct in6_addr___sl skc_v6_daddr;
+} CORE;
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_protocol;
+} CORE;
+
+struct bpf_iter_meta {
+	void *seq;
+	__u64 session_id;
+	__u64 seq_num;
+} CORE;
+
+struct bpf_iter__tcp {
+	struct bpf_iter_meta *meta;
+	struct sock_common *sk_common;
+	__u32 uid;
+} CORE;
+
+struct udp_sock;
+
+struct bpf_iter__udp {
+	struct bpf_iter_meta *meta;
+	struct udp_sock *udp_sk;
+	__u32 uid;
+	int bucket;
+} CORE;
+
+#endif

@@ -1,0 +1,205 @@
+package datapath
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+)
+
+// SocketTermination says which sockets connected to a removed backend the
+// datapath destroys so their applications reconnect to a live one.
+type SocketTermination string
+
+const (
+	TerminateNone SocketTermination = "none"
+	TerminateUDP  SocketTermination = "udp" // connected UDP: DNS clients (the default)
+	TerminateAll  SocketTermination = "all" // connected UDP and TCP
+)
+
+// terminator walks the sockets of every network namespace in use by a
+// process of the hooked cgroup with BPF socket iterators, destroying the
+// ones socklb connected to a removed backend.
+type terminator struct {
+	objs   socklbbpf.SocktermObjects
+	tcp    *link.Iter
+	udp    *link.Iter
+	cgroup string
+}
+
+func newTerminator(cfg Config, shared *socklbbpf.SocklbMaps) (*terminator, error) {
+	mode, cgroup := cfg.TerminateSockets, cfg.CgroupPath
+	spec, err := socklbbpf.LoadSockterm()
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded socket iterator object: %w", err)
+	}
+	applySizes(spec.Maps, cfg)
+	t := &terminator{cgroup: cgroup}
+	err = spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"services": shared.Services, "slots": shared.Slots, "backends": shared.Backends, "stats": shared.Stats,
+		"revnat": shared.Revnat, "svc_names": shared.SvcNames, "affinity": shared.Affinity,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("loading socket iterators (they need Linux 6.5+ for the bpf_sock_destroy kfunc; --terminate-sockets=none silences this): %w", err)
+	}
+	if t.udp, err = link.AttachIter(link.IterOptions{Program: t.objs.SocklbDestroyUdp}); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("creating the UDP socket iterator: %w", err)
+	}
+	if mode == TerminateAll {
+		if t.tcp, err = link.AttachIter(link.IterOptions{Program: t.objs.SocklbDestroyTcp}); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("creating the TCP socket iterator: %w", err)
+		}
+	}
+	return t, nil
+}
+
+func (t *terminator) Close() error {
+	for _, l := range []*link.Iter{t.udp, t.tcp} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	return t.objs.Close()
+}
+
+// destroy destroys the sockets connected to targets, in every network
+// namespace a process of the cgroup lives in, and returns how many it
+// destroyed.
+func (t *terminator) destroy(targets []socklbbpf.SocktermSockTarget) (int, error) {
+	if len(targets) == 0 {
+		return 0, nil
+	}
+	one := uint8(1)
+	for _, k := range targets {
+		if err := t.objs.SockTargets.Put(k, one); err != nil {
+			return 0, fmt.Errorf("writing socket targets: %w", err)
+		}
+	}
+	defer func() {
+		for _, k := range targets {
+			_ = t.objs.SockTargets.Delete(k)
+		}
+	}()
+	before := t.destroyed()
+	var errs []error
+	for _, ns := range t.namespaces() {
+		if err := t.walk(ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return int(t.destroyed() - before), errors.Join(errs...)
+}
+
+func (t *terminator) destroyed() uint64 {
+	var sum uint64
+	for i := uint32(0); i < 2; i++ {
+		var n uint64
+		if t.objs.SockDestroyed.Lookup(i, &n) == nil {
+			sum += n
+		}
+	}
+	return sum
+}
+
+// walk runs the iterators in the network namespace at path. A socket
+// iterator sees the namespace of the thread that opens it, so the opening
+// happens on a locked thread switched into that namespace.
+func (t *terminator) walk(nsPath string) error {
+	readers, err := openIn(nsPath, t.udp, t.tcp)
+	if err != nil {
+		return err
+	}
+	for _, r := range readers {
+		// Reading drives the iteration; the programs print nothing.
+		_, _ = io.Copy(io.Discard, r)
+		r.Close()
+	}
+	return nil
+}
+
+func openIn(nsPath string, iters ...*link.Iter) ([]io.ReadCloser, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, err
+	}
+	defer self.Close()
+	target, err := os.Open(nsPath)
+	if err != nil {
+		return nil, nil // the process exited: nothing to do there
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		return nil, fmt.Errorf("entering network namespace %s: %w", nsPath, err)
+	}
+	var out []io.ReadCloser
+	for _, it := range iters {
+		if it == nil {
+			continue
+		}
+		r, err := it.Open()
+		if err != nil {
+			err = fmt.Errorf("opening socket iterator in %s: %w", nsPath, err)
+			if serr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); serr != nil {
+				panic(fmt.Sprintf("cannot return to the agent's network namespace: %v", serr))
+			}
+			return out, err
+		}
+		out = append(out, r)
+	}
+	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+		// A thread stuck in a foreign namespace must not serve anything.
+		panic(fmt.Sprintf("cannot return to the agent's network namespace: %v", err))
+	}
+	return out, nil
+}
+
+// namespaces lists one /proc/PID/ns/net path per distinct network
+// namespace of the processes in the cgroup and its descendants: the
+// sockets the hooks could have translated live there.
+func (t *terminator) namespaces() []string {
+	seen := map[[2]uint64]bool{}
+	var out []string
+	_ = filepath.WalkDir(t.cgroup, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		f, err := os.Open(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			pid, err := strconv.Atoi(sc.Text())
+			if err != nil {
+				continue
+			}
+			p := fmt.Sprintf("/proc/%d/ns/net", pid)
+			var st unix.Stat_t
+			if unix.Stat(p, &st) != nil {
+				continue
+			}
+			id := [2]uint64{st.Dev, st.Ino}
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	return out
+}

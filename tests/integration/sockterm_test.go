@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/tests/lab"
+)
+
+// TestConnectedUDPMovedOffRemovedBackend: a DNS-like client keeps one
+// connected UDP socket. When its backend leaves the Service, the agent
+// destroys that socket (BPF socket iterator + bpf_sock_destroy), the client
+// sees the error, reconnects, and lands on the live backend; the removed
+// pod receives nothing after the removal.
+func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	})
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
+
+	type out struct {
+		res *lab.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
+			"--count", "10", "--interval", "300ms", "--seq")
+		done <- out{r, err}
+	}()
+	time.Sleep(1 * time.Second) // the socket is connected to pod1 and has answered
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(2*time.Second, "10.244.1.12:5353")
+	removedAt := e.lab.Counts("udp")["pod1"]
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	seq := o.res.Sequence
+	t.Logf("answers: %s", strings.Join(seq, " "))
+	if len(seq) != 10 || seq[0] != "pod1" {
+		t.Fatalf("sequence %v: want 10 answers starting on pod1", seq)
+	}
+	if seq[len(seq)-1] != "pod2" {
+		t.Fatalf("the held socket never moved to pod2: %v (agent log:\n%s)", seq, e.agentLog())
+	}
+	if n := e.lab.Counts("udp")["pod1"]; n != removedAt {
+		t.Errorf("pod1 received %d datagrams after its removal was applied", n-removedAt)
+	}
+	if !strings.Contains(e.agentLog(), "sockets_destroyed=1") {
+		t.Errorf("agent did not report destroying the socket:\n%s", e.agentLog())
+	}
+}
+
+// TestUnconnectedUDPSocketSurvives: a resolver's unconnected socket has no
+// peer; removing a backend must not destroy it (Cilium #48564).
+func TestUnconnectedUDPSocketSurvives(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a"), readyEP("10.244.1.12", "node-a")),
+	})
+	e.waitInspect(10*time.Second, "10.244.1.12:5353")
+	done := make(chan *lab.Result, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53", "--count", "1")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	<-done
+	// Run a longer unconnected client across a removal.
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53", "--count", "40")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	time.Sleep(100 * time.Millisecond)
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	r := <-done
+	if r == nil || r.OK != 40 || r.TotalErrors() != 0 {
+		t.Fatalf("unconnected socket across a backend removal: %+v", r)
+	}
+}
