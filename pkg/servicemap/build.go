@@ -31,9 +31,9 @@ const (
 func Build(in Input) (State, []Problem) {
 	b := &builder{
 		state: State{},
-		owner: map[FrontendKey]claim{},
 		node:  nodeFromInput(in),
 	}
+	b.nodeAddrs = b.nodePortAddresses(in)
 	bySvc := b.indexSlices(in.Slices)
 
 	svcs := make([]*corev1.Service, 0, len(in.Services))
@@ -43,7 +43,8 @@ func Build(in Input) (State, []Problem) {
 		}
 	}
 	// Processing in name order makes "first claim wins" mean "lexically
-	// smallest namespace/name wins" when two Services collide on a frontend.
+	// smallest namespace/name wins" when two Services of one kind collide
+	// on a frontend (claimAll orders the kinds).
 	slices.SortStableFunc(svcs, func(a, b *corev1.Service) int {
 		return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
 	})
@@ -55,22 +56,17 @@ func Build(in Input) (State, []Problem) {
 		}
 		b.addService(s, bySvc[nn])
 	}
+	b.claimAll(b.offers)
 
 	return b.state, sortProblems(b.problems)
 }
 
-// claim records which Service port owns a frontend key, to name it when
-// another Service asks for the same key.
-type claim struct {
-	svc   types.NamespacedName
-	label string
-}
-
 type builder struct {
-	state    State
-	owner    map[FrontendKey]claim
-	node     nodeInfo
-	problems []Problem
+	state     State
+	offers    []offer
+	node      nodeInfo
+	nodeAddrs []netip.Addr // where NodePorts are served, sorted
+	problems  []Problem
 }
 
 func (b *builder) problem(kind string, obj types.NamespacedName, format string, args ...any) {
@@ -79,10 +75,11 @@ func (b *builder) problem(kind string, obj types.NamespacedName, format string, 
 
 // servicePort is a ServicePort that passed validation.
 type servicePort struct {
-	name  string
-	label string // for messages: the quoted name, or the number if unnamed
-	port  uint16
-	proto Protocol
+	name     string
+	label    string // for messages: the quoted name, or the number if unnamed
+	port     uint16
+	proto    Protocol
+	nodePort uint16 // 0: none
 }
 
 func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) {
@@ -106,29 +103,51 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 	if !ok || len(vips) == 0 {
 		return
 	}
-	ports := b.servicePorts(nn, svc.Spec.Ports)
+	ports := b.servicePorts(nn, &svc.Spec)
 	if len(ports) == 0 {
 		return
 	}
+	affinity := b.sessionAffinity(nn, &svc.Spec)
+	internalLocal := b.internalPolicyLocal(nn, &svc.Spec)
+	b.checkExternalPolicy(nn, &svc.Spec)
+	extIPs := b.externalIPs(nn, &svc.Spec, vips)
+	lbIPs := b.loadBalancerIPs(nn, &svc.Status, vips)
 	eps := b.parseSlices(svcSlices)
 
 	for _, vip := range vips {
 		for _, sp := range ports {
-			key := FrontendKey{Addr: vip, Port: sp.port, Proto: sp.proto}
-			if prev, taken := b.owner[key]; taken {
-				b.problem(kindService, nn, "%s (port %s) is also claimed by Service %s port %s, which wins as the smaller namespace/name; this port is ignored, give one of the Services another clusterIP or port",
-					key, sp.label, prev.svc, prev.label)
-				continue
+			sets := selectBackends(candidateEndpoints(eps, vip.Is6(), sp, b.node), internalLocal, b.node)
+			internal, external := toBackends(sets.internal), toBackends(sets.external)
+			add := func(kind Kind, addr netip.Addr, port uint16, backends []Backend, drop bool) {
+				b.offers = append(b.offers, offer{label: sp.label, fe: Frontend{
+					Key:        FrontendKey{Addr: addr, Port: port, Proto: sp.proto},
+					Kind:       kind,
+					Service:    nn,
+					PortName:   sp.name,
+					Backends:   backends,
+					Affinity:   affinity,
+					PolicyDrop: drop,
+				}})
 			}
-			candidates := candidateEndpoints(eps, vip.Is6(), sp, b.node)
-			b.state[key] = Frontend{
-				Key:      key,
-				Kind:     KindClusterIP,
-				Service:  nn,
-				PortName: sp.name,
-				Backends: toBackends(selectEndpoints(candidates, svc, b.node)),
+
+			add(KindClusterIP, vip, sp.port, internal, sets.internalDrop)
+			if sp.nodePort != 0 {
+				for _, a := range b.nodeAddrs {
+					if a.Is6() == vip.Is6() {
+						add(KindNodePort, a, sp.nodePort, external, false)
+					}
+				}
 			}
-			b.owner[key] = claim{svc: nn, label: sp.label}
+			for _, a := range extIPs {
+				if a.Is6() == vip.Is6() {
+					add(KindExternalIP, a, sp.port, external, false)
+				}
+			}
+			for _, a := range lbIPs {
+				if a.Is6() == vip.Is6() {
+					add(KindLoadBalancer, a, sp.port, external, false)
+				}
+			}
 		}
 	}
 }
@@ -182,9 +201,9 @@ func (b *builder) clusterIPs(nn types.NamespacedName, spec *corev1.ServiceSpec) 
 
 // servicePorts validates spec.ports, reporting and dropping the ports that
 // cannot be programmed.
-func (b *builder) servicePorts(nn types.NamespacedName, in []corev1.ServicePort) []servicePort {
-	out := make([]servicePort, 0, len(in))
-	for i, p := range in {
+func (b *builder) servicePorts(nn types.NamespacedName, spec *corev1.ServiceSpec) []servicePort {
+	out := make([]servicePort, 0, len(spec.Ports))
+	for i, p := range spec.Ports {
 		label := portLabel(p.Name, p.Port)
 		proto, ok := parseProtocol(p.Protocol)
 		if !ok {
@@ -200,6 +219,7 @@ func (b *builder) servicePorts(nn types.NamespacedName, in []corev1.ServicePort)
 			b.problem(kindService, nn, "port %s repeats %d/%s of port %s; it is ignored, remove spec.ports[%d]", label, sp.port, sp.proto, out[j].label, i)
 			continue
 		}
+		sp.nodePort = b.nodePort(nn, spec.Type, i, p)
 		out = append(out, sp)
 	}
 	return out

@@ -2,6 +2,7 @@ package servicemap
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,14 +24,7 @@ func web() *corev1.Service { return svc("default/web", "10.96.0.10", sport("http
 var httpPort = eports(eport("http", tcp, 8080))
 
 func TestBuild(t *testing.T) {
-	testCases := []struct {
-		name     string
-		services []*corev1.Service
-		slices   []*discoveryv1.EndpointSlice
-		nodeName string
-		want     []string // render(State)
-		problems []string // each a substring of the problem at that index
-	}{
+	runBuildCases(t, []buildCase{
 		// Which Services get frontends.
 		{
 			name:     "ClusterIP service gets one frontend per port, backends from its slice",
@@ -429,7 +423,7 @@ func TestBuild(t *testing.T) {
 				"10.96.0.10:80/TCP ClusterIP default/alpha:a -> []",
 				"10.96.0.10:81/TCP ClusterIP default/alpha:b -> []",
 			},
-			problems: []string{`Service default/zeta: 10.96.0.10:80/TCP (port "z") is also claimed by Service default/alpha port "a"`},
+			problems: []string{`Service default/zeta: 10.96.0.10:80/TCP (ClusterIP, port "z") is also claimed by Service default/alpha port "a" (ClusterIP), which wins as the smaller namespace/name`},
 		},
 		{
 			name:     "backends are sorted by address (numerically) then port",
@@ -440,27 +434,7 @@ func TestBuild(t *testing.T) {
 			},
 			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [9.0.0.1:8080 10.0.0.9:80 10.0.0.9:8080 10.0.0.10:8080]"},
 		},
-	}
-
-	for _, tc := range testCases {
-		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Services: tc.services, Slices: tc.slices, NodeName: tc.nodeName}
-			st, ps := Build(in)
-			checkInvariants(t, in, st, ps)
-
-			if got := render(st); !slices.Equal(got, tc.want) {
-				t.Errorf("state:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(tc.want, "\n     "))
-			}
-			got := renderProblems(ps)
-			ok := len(got) == len(tc.problems)
-			for i := 0; ok && i < len(got); i++ {
-				ok = strings.Contains(got[i], tc.problems[i])
-			}
-			if !ok {
-				t.Errorf("problems:\n got %q\nwant %q", got, tc.problems)
-			}
-		})
-	}
+	})
 }
 
 // TestBuildOrderIndependent feeds the same objects in many orders: the
@@ -471,8 +445,15 @@ func TestBuildOrderIndependent(t *testing.T) {
 		svc("default/alpha", "10.96.0.10", sport("x", tcp, 80)),
 		svc("default/bad", "nope", sport("x", tcp, 80)),
 		svc("kube-system/dns", "10.96.0.53", sport("dns", udp, 53), sport("ping", "ICMP", 0)),
+		// An externalIP and an LB IP each claimed by two Services: one
+		// collision decided by name, one by kind.
+		withIngress(withExternalIPs(withType(svc("default/np", "10.96.0.20", withNodePort(sport("http", tcp, 80), 30080)),
+			corev1.ServiceTypeLoadBalancer), "192.0.2.10"), ingress("203.0.113.7", nil)),
+		withExternalIPs(svc("default/aaa", "10.96.0.21", sport("x", tcp, 80)), "192.0.2.10", "203.0.113.7"),
 	}
 	endpointSlices := []*discoveryv1.EndpointSlice{
+		v4("default/np-1", "np", httpPort, zoneHints(ready("10.0.2.1"), "zone-a"), zoneHints(ready("10.0.2.2"), "zone-b")),
+		v4("default/np-2", "np", httpPort, zoneHints(ready("10.0.2.3"), "zone-a")),
 		v4("default/web-1", "web", eports(eport("http", tcp, 8080), eport("dns", udp, 5353)),
 			ready("10.0.0.3"), notReady("10.0.0.1"), ready("bad")),
 		v4("default/web-2", "web", eports(eport("http", tcp, 8080), eport("dns", udp, 5353)),
@@ -481,17 +462,24 @@ func TestBuildOrderIndependent(t *testing.T) {
 		v4("default/orphan", "", nil),
 		v4("kube-system/dns-1", "dns", eports(eport("dns", udp, 53)), ready("10.0.1.2"), ready("10.0.1.1")),
 	}
-	in := Input{Services: services, Slices: endpointSlices}
+	nodes := []*corev1.Node{node("node-b", "zone-b", "InternalIP=10.1.0.6"), node("node-a", "zone-a", "InternalIP=10.1.0.5")}
+	local := []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("192.168.1.5")}
+	in := Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local}
 	wantState, wantProblems := Build(in)
-	if len(wantState) != 5 || len(wantProblems) < 4 {
+	if len(wantState) != 12 || len(wantProblems) < 6 {
 		t.Fatalf("fixture does not exercise enough: %d frontends, %d problems", len(wantState), len(wantProblems))
 	}
 
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
-		in := Input{Services: slices.Clone(services), Slices: slices.Clone(endpointSlices)}
+		in := Input{Services: slices.Clone(services), Slices: slices.Clone(endpointSlices), Nodes: slices.Clone(nodes),
+			NodeName: "node-a", LocalAddresses: slices.Clone(local)}
 		r.Shuffle(len(in.Services), func(i, j int) { in.Services[i], in.Services[j] = in.Services[j], in.Services[i] })
 		r.Shuffle(len(in.Slices), func(i, j int) { in.Slices[i], in.Slices[j] = in.Slices[j], in.Slices[i] })
+		r.Shuffle(len(in.Nodes), func(i, j int) { in.Nodes[i], in.Nodes[j] = in.Nodes[j], in.Nodes[i] })
+		r.Shuffle(len(in.LocalAddresses), func(i, j int) {
+			in.LocalAddresses[i], in.LocalAddresses[j] = in.LocalAddresses[j], in.LocalAddresses[i]
+		})
 		st, ps := Build(in)
 		if !statesEqual(st, wantState) {
 			t.Fatalf("state depends on input order:\n got %q\nwant %q", render(st), render(wantState))

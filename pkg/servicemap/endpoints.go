@@ -17,28 +17,43 @@ type nodeInfo struct {
 	zone string
 }
 
+// thisNode is the Node object named in.NodeName, or nil: Input.Nodes may
+// hold the whole cluster's Nodes, and only this one says where we are.
+func thisNode(in Input) *corev1.Node {
+	if in.NodeName == "" {
+		return nil
+	}
+	for _, node := range in.Nodes {
+		if node != nil && node.Name == in.NodeName {
+			return node
+		}
+	}
+	return nil
+}
+
 func nodeFromInput(in Input) nodeInfo {
 	n := nodeInfo{name: in.NodeName}
-	for _, node := range in.Nodes {
-		if node != nil && in.NodeName != "" && node.Name == in.NodeName {
-			n.zone = node.Labels[corev1.LabelTopologyZone]
-			break
-		}
+	if node := thisNode(in); node != nil {
+		n.zone = node.Labels[corev1.LabelTopologyZone]
 	}
 	return n
 }
 
 // endpoint is one EndpointSlice endpoint reduced to what selection reads.
-// port is 0 until the endpoint is resolved against a service port.
+// port is 0 until the endpoint is resolved against a service port. The
+// endpoint's own zone is not kept: kube-proxy routes on hints alone, which
+// the EndpointSlice controller derives from zones and trafficDistribution.
 type endpoint struct {
 	addr     netip.Addr
 	port     uint16
 	nodeName string
-	zone     string
 
 	ready       bool
 	serving     bool
 	terminating bool
+
+	zoneHints []string // hints.forZones[].name
+	nodeHints []string // hints.forNodes[].name
 }
 
 func (e endpoint) isLocal(n nodeInfo) bool { return n.name != "" && e.nodeName == n.name }
@@ -206,8 +221,13 @@ func (b *builder) parseEndpoint(slice types.NamespacedName, i int, e discoveryv1
 	if e.NodeName != nil {
 		ep.nodeName = *e.NodeName
 	}
-	if e.Zone != nil {
-		ep.zone = *e.Zone
+	if h := e.Hints; h != nil {
+		for _, z := range h.ForZones {
+			ep.zoneHints = append(ep.zoneHints, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			ep.nodeHints = append(ep.nodeHints, n.Name)
+		}
 	}
 	return ep, true
 }
@@ -246,20 +266,4 @@ func candidateEndpoints(in []parsedSlice, is6 bool, sp servicePort, node nodeInf
 		}
 	}
 	return out
-}
-
-// selectEndpoints is kube-proxy's CategorizeEndpoints for one frontend:
-// ready endpoints, or, when none is ready, the serving-and-terminating ones
-// (KEP-1669) so that connections still succeed while a rollout drains.
-//
-// svc and node are unused until internalTrafficPolicy and topology hints
-// land here, shaped as in kube-proxy: hints narrow the ready set only (the
-// terminating fallback ignores them); Local picks among this node's
-// endpoints, with its own terminating fallback and never a remote one.
-func selectEndpoints(candidates []endpoint, svc *corev1.Service, node nodeInfo) []endpoint {
-	ready := slices.DeleteFunc(slices.Clone(candidates), func(e endpoint) bool { return !e.ready })
-	if len(ready) > 0 {
-		return ready
-	}
-	return slices.DeleteFunc(slices.Clone(candidates), func(e endpoint) bool { return !(e.serving && e.terminating) })
 }

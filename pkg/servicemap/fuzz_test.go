@@ -2,6 +2,7 @@ package servicemap
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
@@ -71,6 +72,44 @@ func FuzzBuild(f *testing.F) {
 		0, 0,
 	})
 
+	f.Add([]byte{ // NodePort with both policies Local, affinity, externalIPs, LB ingress, hints, node addresses
+		1,
+		1, 0, 0, 0, 2, 0, 0, 1, 1, 0, 0, // default/web, NodePort, 10.96.0.10, port "http" TCP 80
+		1,
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, // default/web-1, IPv4, port "http" TCP 8080
+		3,
+		1, 0, 1, 1, 2, 1, // 10.0.0.1 ready on node-a
+		1, 1, 1, 1, 2, 2, // 10.0.0.2 ready on node-b
+		1, 4, 2, 1, 1, 1, // 10.0.0.10 serving-terminating on node-a
+		1, 1, // NodeName node-a, with its Node object
+		// extras of default/web: ITP Local, ETP Local, ClientIP with the
+		// default timeout, PreferSameNode, externalIPs 192.0.2.10 and
+		// 10.96.0.10 (its own cluster IP), ingress 203.0.113.7 and
+		// 192.0.2.10 in VIP mode, nodePort 30080
+		1, 1, 1, 0, 2, 2, 0, 3, 2, 1, 0, 0, 1, 1,
+		3, 0, 0, 0, 1, // 10.0.0.1 hinted for zone-a and node-a
+		3, 0, 1, 0, 2, // 10.0.0.2 hinted for zone-b and node-b
+		1, 0, 0, // 10.0.0.10 hinted for zone-a
+		3, 0, 2, 4, // local addresses 10.1.0.5, ::1, 2001:db8::5
+		1, 0, // --nodeport-addresses 10.0.0.0/8
+		0, 2, 0, 0, 1, 2, // node-a: InternalIP 10.1.0.7, ExternalIP 198.51.100.5
+	})
+	f.Add([]byte{ // dual-stack LoadBalancer, ITP Local with only a remote endpoint, ipMode Proxy
+		1,
+		1, 0, 0, 0, 3, 0, 2, 0, 1, 1, 1, 0, 0, // default/web, LoadBalancer, 10.96.0.10 and fd00::10, "http" TCP 80
+		1,
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1,
+		1,
+		1, 0, 1, 1, 2, 2, // 10.0.0.1 ready on node-b
+		1, 0, // NodeName node-a, no Node object
+		// extras: ITP Local, affinity "Bogus" with timeout 86401,
+		// externalIP 2001:db8::10, ingress 203.0.113.7 (Proxy) and
+		// 2001:db8::10, no nodePort
+		1, 0, 3, 4, 0, 1, 2, 2, 1, 2, 2, 0, 0,
+		0,          // no hints
+		0, 2, 1, 2, // --nodeport-addresses 127.0.0.0/8, 2001:db8::/64
+	})
+
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := decodeInput(data)
 		before := deepCopyInput(in)
@@ -93,9 +132,12 @@ func FuzzBuild(f *testing.F) {
 			}
 			names[s.Namespace+"/"+s.Name] = true
 		}
-		rev := Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName}
+		rev := Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName,
+			LocalAddresses: slices.Clone(in.LocalAddresses), NodePortAddresses: slices.Clone(in.NodePortAddresses)}
 		slices.Reverse(rev.Services)
 		slices.Reverse(rev.Slices)
+		slices.Reverse(rev.LocalAddresses)
+		slices.Reverse(rev.NodePortAddresses)
 		st2, ps2 := Build(rev)
 		if !statesEqual(st, st2) {
 			t.Fatalf("state depends on input order:\n%q\n%q", render(st), render(st2))
@@ -129,6 +171,31 @@ var (
 		discoveryv1.AddressTypeFQDN, "", "Bogus"}
 	fzLabels = []string{"", labelServiceProxyName, corev1.IsHeadlessService}
 	fzNodes  = []string{"", "node-a", "node-b"}
+
+	// The extras, decoded after everything above; index 0 is always
+	// "absent", so that seeds written before the extras existed decode
+	// as they did.
+	fzITPs = []*corev1.ServiceInternalTrafficPolicy{nil, ptr(corev1.ServiceInternalTrafficPolicyLocal),
+		ptr(corev1.ServiceInternalTrafficPolicyCluster), ptr(corev1.ServiceInternalTrafficPolicy("Bogus"))}
+	fzETPs = []corev1.ServiceExternalTrafficPolicy{"", corev1.ServiceExternalTrafficPolicyLocal,
+		corev1.ServiceExternalTrafficPolicyCluster, "Bogus"}
+	fzAffinities  = []corev1.ServiceAffinity{"", corev1.ServiceAffinityClientIP, corev1.ServiceAffinityNone, "Bogus"}
+	fzTimeouts    = []*int32{nil, ptr(int32(60)), ptr(int32(0)), ptr(int32(86400)), ptr(int32(86401)), ptr(int32(-1))}
+	fzDists       = []*string{nil, ptr(corev1.ServiceTrafficDistributionPreferSameZone), ptr(corev1.ServiceTrafficDistributionPreferSameNode), ptr(corev1.ServiceTrafficDistributionPreferClose)}
+	fzFrontendIPs = []string{"192.0.2.10", "203.0.113.7", "2001:db8::10", "10.96.0.10", "10.1.0.5", "127.0.0.1",
+		"239.1.2.3", "bad", "::ffff:192.0.2.10", "fe80::1%eth0", ""}
+	fzIPModes   = []*corev1.LoadBalancerIPMode{nil, ptr(corev1.LoadBalancerIPModeVIP), ptr(corev1.LoadBalancerIPModeProxy), ptr(corev1.LoadBalancerIPMode("Bogus"))}
+	fzNodePorts = []int32{0, 30080, 30053, 80, 70000, -1}
+	fzZones     = []string{"zone-a", "zone-b", ""}
+	fzLocal     = []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback(),
+		netip.MustParseAddr("fe80::1"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("::ffff:10.1.0.6"),
+		netip.MustParseAddr("224.0.0.1"), netip.IPv4Unspecified(), netip.MustParseAddr("10.96.0.10"),
+		netip.MustParseAddr("192.0.2.10"), {}}
+	fzPrefixes = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8"),
+		netip.MustParsePrefix("2001:db8::/64"), netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("192.0.2.10/32"),
+		netip.MustParsePrefix("127.0.0.1/32"), {}}
+	fzNodeAddrTypes = []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName}
+	fzNodeAddrs     = []string{"10.1.0.7", "2001:db8::7", "198.51.100.5", "bad", "::1", "10.1.0.5"}
 )
 
 type fuzzReader struct{ data []byte }
@@ -203,7 +270,76 @@ func decodeInput(data []byte) Input {
 			Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"},
 		}}}
 	}
+	decodeExtras(r, &in)
 	return in
+}
+
+// decodeExtras adds what a Service, an endpoint and the node have beyond
+// the ClusterIP basics: traffic policies, affinity, external addresses,
+// node ports, hints, node addresses and the nodeport-addresses filter.
+func decodeExtras(r *fuzzReader, in *Input) {
+	for _, s := range in.Services {
+		if s == nil {
+			continue
+		}
+		s.Spec.InternalTrafficPolicy = pick(r, fzITPs)
+		s.Spec.ExternalTrafficPolicy = pick(r, fzETPs)
+		if s.Spec.SessionAffinity = pick(r, fzAffinities); s.Spec.SessionAffinity != "" {
+			if t := pick(r, fzTimeouts); t != nil {
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: t}}
+			}
+		}
+		s.Spec.TrafficDistribution = pick(r, fzDists)
+		for range r.intn(3) {
+			s.Spec.ExternalIPs = append(s.Spec.ExternalIPs, r.str(fzFrontendIPs))
+		}
+		for range r.intn(3) {
+			ip := r.str(fzFrontendIPs)
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress,
+				corev1.LoadBalancerIngress{IP: ip, IPMode: pick(r, fzIPModes)})
+		}
+		for i := range s.Spec.Ports {
+			s.Spec.Ports[i].NodePort = pick(r, fzNodePorts)
+		}
+	}
+	for _, sl := range in.Slices {
+		if sl == nil {
+			continue
+		}
+		for i := range sl.Endpoints {
+			e := &sl.Endpoints[i]
+			hints := r.intn(4) // 0 none, bit 0 zones, bit 1 nodes
+			if hints == 0 {
+				continue
+			}
+			e.Hints = &discoveryv1.EndpointHints{}
+			if hints&1 != 0 {
+				for range 1 + r.intn(2) {
+					e.Hints.ForZones = append(e.Hints.ForZones, discoveryv1.ForZone{Name: pick(r, fzZones)})
+				}
+			}
+			if hints&2 != 0 {
+				for range 1 + r.intn(2) {
+					e.Hints.ForNodes = append(e.Hints.ForNodes, discoveryv1.ForNode{Name: pick(r, fzNodes)})
+				}
+			}
+		}
+	}
+	for range r.intn(5) {
+		in.LocalAddresses = append(in.LocalAddresses, pick(r, fzLocal))
+	}
+	for range r.intn(3) {
+		in.NodePortAddresses = append(in.NodePortAddresses, pick(r, fzPrefixes))
+	}
+	for _, n := range in.Nodes {
+		if z := r.intn(len(fzZones) + 1); z > 0 {
+			n.Labels[corev1.LabelTopologyZone] = fzZones[z-1]
+		}
+		for range r.intn(3) {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{
+				Type: pick(r, fzNodeAddrTypes), Address: r.str(fzNodeAddrs)})
+		}
+	}
 }
 
 func decodeService(r *fuzzReader) *corev1.Service {
@@ -274,7 +410,11 @@ func decodeSlice(r *fuzzReader) *discoveryv1.EndpointSlice {
 }
 
 func deepCopyInput(in Input) Input {
-	out := Input{NodeName: in.NodeName}
+	out := Input{
+		NodeName:          in.NodeName,
+		LocalAddresses:    slices.Clone(in.LocalAddresses),
+		NodePortAddresses: slices.Clone(in.NodePortAddresses),
+	}
 	for _, s := range in.Services {
 		out.Services = append(out.Services, s.DeepCopy())
 	}

@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -120,7 +122,14 @@ func render(st State) []string {
 		for _, b := range fe.Backends {
 			bs = append(bs, b.String())
 		}
-		out = append(out, fmt.Sprintf("%s %s %s:%s -> [%s]", k, fe.Kind, fe.Service, fe.PortName, strings.Join(bs, " ")))
+		line := fmt.Sprintf("%s %s %s:%s -> [%s]", k, fe.Kind, fe.Service, fe.PortName, strings.Join(bs, " "))
+		if fe.Affinity != 0 {
+			line += " affinity=" + fe.Affinity.String()
+		}
+		if fe.PolicyDrop {
+			line += " drop"
+		}
+		out = append(out, line)
 	}
 	return out
 }
@@ -147,30 +156,74 @@ func renderProblems(ps []Problem) []string {
 // fuzzer both run it.
 func checkInvariants(t *testing.T, in Input, st State, ps []Problem) {
 	t.Helper()
-	names := map[string]bool{}
+	// The first copy of a duplicated Service is the one Build uses.
+	services := map[types.NamespacedName]*corev1.Service{}
 	for _, s := range in.Services {
-		if s != nil {
-			names[s.Namespace+"/"+s.Name] = true
+		if s == nil {
+			continue
+		}
+		if nn := nnOf(s.Namespace, s.Name); services[nn] == nil {
+			services[nn] = s
 		}
 	}
 	validAddr := func(a netip.Addr) bool {
-		return a.IsValid() && a.Zone() == "" && !a.Is4In6() && specialAddr(a) == ""
+		return a.IsValid() && a.Zone() == "" && !a.Is4In6() && specialAddr(a) == "" && !a.IsMulticast()
 	}
+	// Backends of the external frontends of one service port and family,
+	// and of its ClusterIP frontend, to compare below.
+	type portFamily struct {
+		svc      types.NamespacedName
+		portName string
+		proto    Protocol
+		is6      bool
+	}
+	external := map[portFamily][]Backend{}
+	internal := map[portFamily][]Backend{}
+
 	for k, fe := range st {
 		if fe.Key != k {
 			t.Errorf("frontend filed under %s has key %s", k, fe.Key)
 		}
-		if !validAddr(k.Addr) || k.Port == 0 {
-			t.Errorf("frontend %s: invalid address or zero port", k)
+		if k.Port == 0 {
+			t.Errorf("frontend %s: zero port", k)
 		}
 		if k.Proto != TCP && k.Proto != UDP && k.Proto != SCTP {
 			t.Errorf("frontend %s: protocol %d", k, k.Proto)
 		}
-		if fe.Kind != KindClusterIP {
+		svc := services[fe.Service]
+		if svc == nil {
+			t.Errorf("frontend %s: service %s is not in the input", k, fe.Service)
+			continue
+		}
+		switch fe.Kind {
+		case KindClusterIP, KindExternalIP, KindLoadBalancer:
+			if !validAddr(k.Addr) {
+				t.Errorf("frontend %s (%s): invalid address", k, fe.Kind)
+			}
+		case KindNodePort:
+			if !isNodePortAddr(in, k.Addr) {
+				t.Errorf("frontend %s: NodePort on an address that is not a usable, allowed node address", k)
+			}
+		default:
 			t.Errorf("frontend %s: kind %s", k, fe.Kind)
 		}
-		if !names[fe.Service.String()] {
-			t.Errorf("frontend %s: service %s is not in the input", k, fe.Service)
+		switch fe.Kind {
+		case KindExternalIP:
+			if !slices.ContainsFunc(svc.Spec.ExternalIPs, func(s string) bool { return parsesTo(s, k.Addr) }) {
+				t.Errorf("frontend %s: ExternalIP not in spec.externalIPs of %s", k, fe.Service)
+			}
+		case KindLoadBalancer:
+			if !slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(ing corev1.LoadBalancerIngress) bool {
+				return parsesTo(ing.IP, k.Addr) && (ing.IPMode == nil || *ing.IPMode == corev1.LoadBalancerIPModeVIP)
+			}) {
+				t.Errorf("frontend %s: LoadBalancer IP not a VIP-mode ingress IP of %s", k, fe.Service)
+			}
+		}
+		if fe.PolicyDrop && (len(fe.Backends) > 0 || fe.Kind != KindClusterIP) {
+			t.Errorf("frontend %s (%s): PolicyDrop with %d backends; only an empty ClusterIP frontend may drop", k, fe.Kind, len(fe.Backends))
+		}
+		if fe.Affinity < 0 || fe.Affinity > maxAffinitySeconds*time.Second || fe.Affinity%time.Second != 0 {
+			t.Errorf("frontend %s: affinity %s", k, fe.Affinity)
 		}
 		for i, b := range fe.Backends {
 			if !validAddr(b.Addr) || b.Port == 0 {
@@ -183,9 +236,31 @@ func checkInvariants(t *testing.T, in Input, st State, ps []Problem) {
 				t.Errorf("frontend %s: backends not strictly ascending: %s then %s", k, fe.Backends[i-1], b)
 			}
 		}
+
+		pf := portFamily{fe.Service, fe.PortName, k.Proto, k.Addr.Is6()}
+		if fe.Kind == KindClusterIP {
+			internal[pf] = fe.Backends
+			continue
+		}
+		// externalTrafficPolicy does not apply at the socket layer: every
+		// external frontend of a service port shares its backends.
+		if prev, ok := external[pf]; ok && !slices.Equal(prev, fe.Backends) {
+			t.Errorf("frontend %s: external backends %v differ from another external frontend's %v", k, fe.Backends, prev)
+		}
+		external[pf] = fe.Backends
 	}
+	// Without internalTrafficPolicy Local, ClusterIP and external frontends
+	// pick from the same endpoints.
+	for pf, ext := range external {
+		cip, ok := internal[pf]
+		p := services[pf.svc].Spec.InternalTrafficPolicy
+		if ok && (p == nil || *p != corev1.ServiceInternalTrafficPolicyLocal) && !slices.Equal(cip, ext) {
+			t.Errorf("%v: ClusterIP backends %v differ from external %v without internalTrafficPolicy Local", pf, cip, ext)
+		}
+	}
+
 	for i, p := range ps {
-		if p.Kind != kindService && p.Kind != kindEndpointSlice {
+		if p.Kind != kindService && p.Kind != kindEndpointSlice && p.Kind != kindNode {
 			t.Errorf("problem %q: kind %q", p, p.Kind)
 		}
 		if p.Reason == "" {
@@ -195,4 +270,43 @@ func checkInvariants(t *testing.T, in Input, st State, ps []Problem) {
 			t.Errorf("problem reported twice: %s", p)
 		}
 	}
+}
+
+// isNodePortAddr restates the NodePort address rules independently of
+// nodeport.go: 127.0.0.1, an interface address or this Node's InternalIP or
+// ExternalIP; never ::1, link-local, multicast or unspecified; inside the
+// filter's prefixes of its family, if there are any.
+func isNodePortAddr(in Input, a netip.Addr) bool {
+	if !a.IsValid() || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsMulticast() ||
+		a == netip.IPv6Loopback() || a == netip.MustParseAddr("255.255.255.255") {
+		return false
+	}
+	known := a == netip.MustParseAddr("127.0.0.1") ||
+		slices.ContainsFunc(in.LocalAddresses, func(l netip.Addr) bool { return l.Unmap() == a })
+	for _, n := range in.Nodes {
+		if n == nil || in.NodeName == "" || n.Name != in.NodeName {
+			continue
+		}
+		for _, na := range n.Status.Addresses {
+			if (na.Type == corev1.NodeInternalIP || na.Type == corev1.NodeExternalIP) && parsesTo(na.Address, a) {
+				known = true
+			}
+		}
+	}
+	if !known {
+		return false
+	}
+	filtered, inside := false, false
+	for _, p := range in.NodePortAddresses {
+		if p.IsValid() && p.Addr().Is4() == a.Is4() {
+			filtered = true
+			inside = inside || p.Contains(a)
+		}
+	}
+	return !filtered || inside
+}
+
+func parsesTo(s string, a netip.Addr) bool {
+	p, err := netip.ParseAddr(s)
+	return err == nil && p.Zone() == "" && p.Unmap() == a
 }

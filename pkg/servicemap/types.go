@@ -48,7 +48,8 @@ func (k FrontendKey) String() string {
 	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
 }
 
-// Kind says why a frontend exists; ClusterIP is the only one for now.
+// Kind says why a frontend exists. Every kind is reached from a socket on
+// this node; which backends it gets is in selectBackends.
 type Kind uint8
 
 const (
@@ -82,7 +83,9 @@ func (b Backend) String() string { return netip.AddrPortFrom(b.Addr, b.Port).Str
 
 // Frontend is one KUBE-SVC chain: a frontend and the backends it spreads over.
 // Backends is sorted (by address, then port) and free of duplicates, so two
-// Frontends built from the same objects compare equal with Equal.
+// Frontends built from the same objects compare equal with Equal. The
+// external frontends of one service port share one Backends array: read it,
+// never write it.
 type Frontend struct {
 	Key      FrontendKey
 	Kind     Kind
@@ -95,6 +98,8 @@ type Frontend struct {
 	// which its traffic policy (Local) lets this node use. kube-proxy DROPs
 	// such traffic; a socket cannot be dropped, so the datapath fails the
 	// connect with EHOSTUNREACH, distinct from ECONNREFUSED (no endpoints).
+	// Backends is then empty. Only ClusterIP frontends (internalTrafficPolicy)
+	// are ever PolicyDrop: see selectBackends for externalTrafficPolicy.
 	PolicyDrop bool
 }
 
@@ -139,8 +144,9 @@ type Input struct {
 	// agent with netlink); with the Node object's addresses they are where
 	// NodePorts are served.
 	LocalAddresses []netip.Addr
-	// NodePortAddresses is kube-proxy's --nodeport-addresses filter: when
-	// set, NodePorts are served only on node addresses inside these
-	// prefixes (127.0.0.1 is always kept, see Build).
+	// NodePortAddresses is kube-proxy's --nodeport-addresses filter, per
+	// family: when it holds prefixes of a family, NodePorts of that family
+	// are served only on node addresses inside them, 127.0.0.1 included
+	// (see nodePortAddresses).
 	NodePortAddresses []netip.Prefix
 }

@@ -1,0 +1,67 @@
+package servicemap
+
+import (
+	"cmp"
+	"slices"
+)
+
+// offer is a frontend a Service asks for; claimAll decides who gets a key
+// that several ask for.
+type offer struct {
+	fe    Frontend
+	label string // the service port, for messages
+}
+
+// claimRank orders the kinds by how much their address can be trusted to
+// be this Service's: cluster IPs and node ports are allocated, uniquely, by
+// the API server; load-balancer IPs by a controller; externalIPs are written
+// by whoever may create a Service, so an externalIP must never take another
+// Service's cluster IP or node port (CVE-2020-8554). kube-proxy has no such
+// order (its first matching rule wins, in map order); socklb needs one to be
+// deterministic, and this one is the safe one.
+func claimRank(k Kind) int {
+	switch k {
+	case KindClusterIP:
+		return 0
+	case KindNodePort:
+		return 1
+	case KindLoadBalancer:
+		return 2
+	}
+	return 3
+}
+
+// claimAll hands each key to its first claimant in (rank, namespace/name)
+// order. Offers arrive in namespace/name order (Build sorts the Services),
+// so a stable sort by rank is enough.
+func (b *builder) claimAll(offers []offer) {
+	slices.SortStableFunc(offers, func(x, y offer) int { return cmp.Compare(claimRank(x.fe.Kind), claimRank(y.fe.Kind)) })
+	owner := map[FrontendKey]offer{}
+	for _, o := range offers {
+		key := o.fe.Key
+		prev, taken := owner[key]
+		if !taken {
+			owner[key] = o
+			b.state[key] = o.fe
+			continue
+		}
+		if sameServicePort(prev, o) && prev.fe.Kind != KindClusterIP && o.fe.Kind != KindClusterIP {
+			// Say an LB IP also listed in externalIPs: both are external
+			// frontends of one service port, with the same backends, so
+			// nothing is lost and nothing needs fixing.
+			continue
+		}
+		why := "as the smaller namespace/name"
+		if prev.fe.Kind != o.fe.Kind {
+			why = "because " + prev.fe.Kind.String() + " frontends take precedence over " + o.fe.Kind.String() + " ones"
+		} else if prev.fe.Service == o.fe.Service {
+			why = "as the earlier port"
+		}
+		b.problem(kindService, o.fe.Service, "%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
+			key, o.fe.Kind, o.label, prev.fe.Service, prev.label, prev.fe.Kind, why)
+	}
+}
+
+func sameServicePort(x, y offer) bool {
+	return x.fe.Service == y.fe.Service && x.fe.PortName == y.fe.PortName && x.label == y.label
+}

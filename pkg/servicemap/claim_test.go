@@ -1,0 +1,93 @@
+package servicemap
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestBuildFrontendCollisions: one key asked for twice. The first claim in
+// (kind, namespace/name) order wins; the loser is reported.
+func TestBuildFrontendCollisions(t *testing.T) {
+	runBuildCases(t, []buildCase{
+		{
+			name: "an externalIP equal to another Service's clusterIP: the ClusterIP wins, whatever the names",
+			services: []*corev1.Service{
+				withExternalIPs(svc("default/aaa", "10.96.0.11", sport("x", tcp, 80)), "10.96.0.10"),
+				web(),
+			},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"10.96.0.11:80/TCP ClusterIP default/aaa:x -> []",
+			},
+			problems: []string{`Service default/aaa: 10.96.0.10:80/TCP (ExternalIP, port "x") is also claimed by Service default/web port "http" (ClusterIP), which wins because ClusterIP frontends take precedence over ExternalIP ones`},
+		},
+		{
+			name: "an externalIP on a node address and another Service's nodePort: the NodePort wins",
+			services: []*corev1.Service{
+				withExternalIPs(svc("default/aaa", "10.96.0.11", sport("x", tcp, 30080)), "10.1.0.5"),
+				nodePortSvc(),
+			},
+			local: []string{"10.1.0.5"},
+			want: []string{
+				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"10.96.0.11:30080/TCP ClusterIP default/aaa:x -> []",
+				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
+			},
+			problems: []string{`Service default/aaa: 10.1.0.5:30080/TCP (ExternalIP, port "x") is also claimed by Service default/web port "http" (NodePort)`},
+		},
+		{
+			name: "an LB IP equal to another Service's externalIP: the LoadBalancer wins",
+			services: []*corev1.Service{
+				withExternalIPs(svc("default/aaa", "10.96.0.11", sport("x", tcp, 80)), "203.0.113.7"),
+				withIngress(withType(web(), corev1.ServiceTypeLoadBalancer), ingress("203.0.113.7", nil)),
+			},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"10.96.0.11:80/TCP ClusterIP default/aaa:x -> []",
+				"203.0.113.7:80/TCP LoadBalancer default/web:http -> []",
+			},
+			problems: []string{`Service default/aaa: 203.0.113.7:80/TCP (ExternalIP, port "x") is also claimed by Service default/web port "http" (LoadBalancer), which wins because LoadBalancer frontends take precedence over ExternalIP ones`},
+		},
+		{
+			name: "two Services with the same externalIP and port: the smaller namespace/name wins",
+			services: []*corev1.Service{
+				withExternalIPs(svc("default/zeta", "10.96.0.11", sport("z", tcp, 80)), "192.0.2.10"),
+				withExternalIPs(svc("default/alpha", "10.96.0.12", sport("a", tcp, 80)), "192.0.2.10"),
+			},
+			want: []string{
+				"10.96.0.11:80/TCP ClusterIP default/zeta:z -> []",
+				"10.96.0.12:80/TCP ClusterIP default/alpha:a -> []",
+				"192.0.2.10:80/TCP ExternalIP default/alpha:a -> []",
+			},
+			problems: []string{`Service default/zeta: 192.0.2.10:80/TCP (ExternalIP, port "z") is also claimed by Service default/alpha port "a" (ExternalIP), which wins as the smaller namespace/name`},
+		},
+		{
+			name: "an LB IP also listed in the same Service's externalIPs: one frontend, no problem",
+			services: []*corev1.Service{withIngress(withExternalIPs(withType(web(), corev1.ServiceTypeLoadBalancer), "203.0.113.7"),
+				ingress("203.0.113.7", nil))},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"203.0.113.7:80/TCP LoadBalancer default/web:http -> []",
+			},
+		},
+		{
+			name:     "an externalIP equal to the Service's own clusterIP is still a problem",
+			services: []*corev1.Service{withExternalIPs(web(), "10.96.0.10")},
+			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
+			problems: []string{`Service default/web: 10.96.0.10:80/TCP (ExternalIP, port "http") is also claimed by Service default/web port "http" (ClusterIP)`},
+		},
+		{
+			name: "two ports of one Service with the same nodePort: the earlier port wins",
+			services: []*corev1.Service{withType(svc("default/web", "10.96.0.10",
+				withNodePort(sport("a", tcp, 80), 30080), withNodePort(sport("b", tcp, 81), 30080)), corev1.ServiceTypeNodePort)},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:a -> []",
+				"10.96.0.10:81/TCP ClusterIP default/web:b -> []",
+				"127.0.0.1:30080/TCP NodePort default/web:a -> []",
+			},
+			problems: []string{`Service default/web: 127.0.0.1:30080/TCP (NodePort, port "b") is also claimed by Service default/web port "a" (NodePort), which wins as the earlier port`},
+		},
+	})
+}

@@ -1,0 +1,93 @@
+package servicemap
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// externalIPs returns spec.externalIPs usable as frontends: of a family the
+// Service has a cluster IP for (kube-proxy's per-family proxiers drop the
+// others the same way), deduplicated. Like kube-proxy, the Service's type
+// does not matter: a ClusterIP Service may have externalIPs.
+func (b *builder) externalIPs(nn types.NamespacedName, spec *corev1.ServiceSpec, vips []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for i, s := range spec.ExternalIPs {
+		field := fmt.Sprintf("spec.externalIPs[%d]", i)
+		a, ok := b.frontendAddr(nn, field, s)
+		if !ok {
+			continue
+		}
+		if !hasFamily(vips, a) {
+			b.problem(kindService, nn, "%s %q is %s but the Service has no %s cluster IP; it is ignored", field, s, familyName(a.Is6()), familyName(a.Is6()))
+			continue
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// loadBalancerIPs returns the status.loadBalancer.ingress IPs kube-proxy
+// would capture (newBaseServiceInfo in pkg/proxy/serviceport.go): ingress
+// entries with an IP, in VIP mode. An ipMode Proxy load balancer (KEP-1860)
+// delivers to the node or pod itself, so capturing its IP would bypass the
+// load balancer's own processing (TLS, PROXY protocol): the node's clients
+// must really go there. An IP of a family the Service does not serve is
+// skipped without a report, as kube-proxy does: a load balancer may
+// legitimately publish both families for a single-stack Service.
+func (b *builder) loadBalancerIPs(nn types.NamespacedName, status *corev1.ServiceStatus, vips []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for i, ing := range status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue // hostname-only: nothing to match at connect()
+		}
+		field := fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i)
+		if m := ing.IPMode; m != nil && *m != corev1.LoadBalancerIPModeVIP {
+			if *m != corev1.LoadBalancerIPModeProxy {
+				b.problem(kindService, nn, "status.loadBalancer.ingress[%d].ipMode %q is not VIP or Proxy; %s is not captured, as kube-proxy captures only VIP mode", i, *m, ing.IP)
+			}
+			continue
+		}
+		a, ok := b.frontendAddr(nn, field, ing.IP)
+		if !ok || !hasFamily(vips, a) || slices.Contains(out, a) {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// frontendAddr parses an externalIP or load-balancer IP. The API server
+// refuses the same special addresses as for cluster IPs; a manifests
+// directory bypasses it, and at the socket layer a loopback or multicast
+// frontend would hijack the node's own traffic.
+func (b *builder) frontendAddr(nn types.NamespacedName, field, s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		b.problem(kindService, nn, "%s %q is not an IP address; it is ignored", field, s)
+		return netip.Addr{}, false
+	}
+	if a.Zone() != "" {
+		b.problem(kindService, nn, "%s %q has an IPv6 zone; it is ignored", field, s)
+		return netip.Addr{}, false
+	}
+	a = a.Unmap()
+	why := specialAddr(a)
+	if why == "" && a.IsMulticast() {
+		why = "multicast"
+	}
+	if why != "" {
+		b.problem(kindService, nn, "%s %q is %s; it is ignored", field, s, why)
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+func hasFamily(vips []netip.Addr, a netip.Addr) bool {
+	return slices.ContainsFunc(vips, func(v netip.Addr) bool { return v.Is4() == a.Is4() })
+}

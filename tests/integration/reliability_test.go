@@ -1,0 +1,178 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/tests/lab"
+)
+
+type loopOut struct {
+	res *lab.Result
+	err error
+}
+
+// loop runs a client that connects in a loop for d, in the background.
+func loop(e *env, c *lab.Client, addr string, d time.Duration) <-chan loopOut {
+	out := make(chan loopOut, 1)
+	go func() {
+		r, err := c.Loop(e.ctx(), e.cg, addr, d)
+		out <- loopOut{r, err}
+	}()
+	return out
+}
+
+// TestRestartUnderLoad: kill -9 of the agent while a client connects in a
+// loop, then a restart, costs no connection: the pinned links and maps
+// keep serving and the new agent adopts them.
+func TestRestartUnderLoad(t *testing.T) {
+	e := startEcho(t)
+	bg := loop(e, e.client(), vip+":80", 5*time.Second)
+	time.Sleep(time.Second)
+	e.stopAgent(syscall.SIGKILL)
+	time.Sleep(time.Second)
+	restart := time.Now()
+	e.startAgent()
+	e.waitInspect(5*time.Second, "10.96.0.10:80/TCP")
+	t.Logf("restarted agent serving its state again %s after start", time.Since(restart))
+	o := <-bg
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("%d connects across kill -9 and restart, errors %v", o.res.OK, o.res.Errors)
+	if o.res.TotalErrors() != 0 {
+		t.Fatalf("%d connects failed across the restart: %v (%s)", o.res.TotalErrors(), o.res.Errors, o.res.FirstError)
+	}
+	if o.res.OK < 2000 {
+		t.Fatalf("only %d connects in 5 s: the test did not load the datapath", o.res.OK)
+	}
+}
+
+// TestChurnUnderLoad scales a Service 1 -> 20 -> 1 -> 3 while clients
+// connect: no connect fails while an endpoint is ready, and a pod removed
+// from the Service gets nothing once the removal is applied. Then 0
+// endpoints: only ECONNREFUSED.
+func TestChurnUnderLoad(t *testing.T) {
+	var pods []lab.PodSpec
+	var all []ep
+	for i := 1; i <= 20; i++ {
+		ip := fmt.Sprintf("10.244.2.%d", i)
+		pods = append(pods, lab.PodSpec{Name: fmt.Sprintf("p%d", i), IP: ip})
+		all = append(all, readyEP(ip, "node-a"))
+	}
+	svc := svcSpec{name: "churn", clusterIPs: []string{vip}}
+	e := startWith(t, pods, map[string]string{"svc.yaml": svc.yaml(all[:1]...)})
+	e.waitInspect(10*time.Second, "10.244.2.1:8080")
+
+	sizes := []int{20, 1, 7, 2, 20, 3}
+	bg := loop(e, e.client(), vip+":80", time.Duration(len(sizes))*700*time.Millisecond+500*time.Millisecond)
+	cur := 1
+	for _, n := range sizes {
+		time.Sleep(400 * time.Millisecond)
+		e.writeManifest("svc.yaml", svc.yaml(all[:n]...))
+		e.waitInspect(2*time.Second, fmt.Sprintf("10.244.2.%d:8080", n))
+		if n < cur {
+			// Wait until the maps show the shrink, then the removed pods'
+			// counters must stay still.
+			gone := fmt.Sprintf("10.244.2.%d:8080", n+1)
+			deadline := time.Now().Add(2 * time.Second)
+			for strings.Contains(e.inspect(), gone) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s still programmed 2s after the shrink", gone)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			before := e.lab.Counts("tcp")
+			time.Sleep(250 * time.Millisecond)
+			after := e.lab.Counts("tcp")
+			for i := n + 1; i <= cur; i++ {
+				name := fmt.Sprintf("p%d", i)
+				if after[name] != before[name] {
+					t.Errorf("%s got %d connections after its removal was applied", name, after[name]-before[name])
+				}
+			}
+		}
+		cur = n
+	}
+	o := <-bg
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("%d connects across %d backend-set changes, errors %v", o.res.OK, len(sizes), o.res.Errors)
+	if o.res.TotalErrors() != 0 {
+		t.Fatalf("connects failed while endpoints were ready: %v (%s)", o.res.Errors, o.res.FirstError)
+	}
+	spread := 0
+	for _, n := range e.lab.Counts("tcp") {
+		if n > 0 {
+			spread++
+		}
+	}
+	if spread < 15 {
+		t.Errorf("only %d of 20 pods got traffic while 20 were in the Service", spread)
+	}
+
+	e.writeManifest("svc.yaml", svc.yaml())
+	e.waitInspect(2*time.Second, "no endpoints: REJECT")
+	res := tcpN(t, e, e.client(), vip+":80", 20)
+	if res.Errors["ECONNREFUSED"] != 20 {
+		t.Fatalf("with 0 endpoints: %v %v, want only ECONNREFUSED", res.Replies, res.Errors)
+	}
+}
+
+// TestFullMapKeepsTheRest: with --max-backends too small for every Service,
+// the agent names the map, the Service and the flag, and every Service that
+// fits keeps working.
+func TestFullMapKeepsTheRest(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
+		"b.yaml": svcSpec{name: "b", clusterIPs: []string{"10.96.0.40"}}.yaml(allReady("node-a")...),
+	}, "--max-backends", "9")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(e.agentLog(), "--max-backends") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line naming --max-backends:\n%s", e.agentLog())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log := e.agentLog()
+	if !strings.Contains(log, "backends map is full") || !strings.Contains(log, "Service default/") {
+		t.Errorf("the error does not name the map and the Service:\n%s", log)
+	}
+	// 4 frontends x 3 backends need 12; 9 fit: three frontends work.
+	working := 0
+	for _, addr := range []string{vip + ":80", "10.96.0.40:80"} {
+		if r := tcpN(t, e, e.client(), addr, 5); r.OK == 5 {
+			working++
+		}
+	}
+	if working == 0 {
+		t.Fatalf("no Service works with a full backends map:\n%s", e.inspect())
+	}
+}
+
+// TestPinsArePrivate: pins are 0600 and their directories 0700.
+func TestPinsArePrivate(t *testing.T) {
+	e := startEcho(t)
+	err := filepath.Walk(e.fs.Path(), func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if fi.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %o, want %o", p, fi.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
