@@ -28,6 +28,7 @@ struct svc_key {
 
 /* svc_value.flags */
 #define SVC_F_POLICY_DROP 0x1 /* endpoints exist, the traffic policy allows none here */
+#define SVC_F_LOCAL 0x2	      /* internalTrafficPolicy Local (informational) */
 
 struct svc_value {
 	__u32 svc_id;

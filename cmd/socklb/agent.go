@@ -89,7 +89,7 @@ func runAgent(args []string) error {
 	defer stop()
 
 	report := func(p servicemap.Problem) {
-		log.Warn("skipping unusable input", "kind", p.Kind, "object", p.Object.String(), "reason", p.Reason)
+		log.Warn("skipping unusable input", "kind", p.Kind, "object", p.ObjectName(), "reason", p.Reason)
 	}
 	base, err := newSource(f, report)
 	if err != nil {

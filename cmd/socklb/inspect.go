@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 func runInspect(args []string) error {
@@ -43,9 +45,13 @@ func printChain(w io.Writer, svcs []datapath.ServiceDump) error {
 	}
 	for _, s := range svcs {
 		fe := s.Frontend
-		fmt.Fprintf(tw, "%s\t%s\t%s:%s\tsvc %d, generation %d\n", fe.Key, fe.Kind, fe.Service, fe.PortName, s.ID, s.Generation)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%s\t%s\tsvc %d, generation %d\n", fe.Key, fe.Kind, family(fe), fe.Service, fe.PortName, attributes(fe), s.ID, s.Generation)
 		if s.Broken {
 			fmt.Fprintln(tw, "    ! a slot or backend of the live generation is missing; the agent rewrites it on its next sync")
+		}
+		if fe.PolicyDrop {
+			fmt.Fprintln(tw, "    no local endpoints (internalTrafficPolicy Local): DROP (connect fails with EHOSTUNREACH)")
+			continue
 		}
 		if len(s.Backends) == 0 {
 			fmt.Fprintln(tw, "    no endpoints: REJECT (connect fails with ECONNREFUSED)")
@@ -57,4 +63,26 @@ func printChain(w io.Writer, svcs []datapath.ServiceDump) error {
 		}
 	}
 	return tw.Flush()
+}
+
+func family(fe servicemap.Frontend) string {
+	if fe.Key.Addr.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// attributes lists what changes how a backend is chosen, in kube-proxy's
+// vocabulary.
+func attributes(fe servicemap.Frontend) string {
+	var a []string
+	if fe.Affinity > 0 {
+		a = append(a, fmt.Sprintf("affinity=ClientIP/%s", fe.Affinity))
+	}
+	if fe.LocalOnly {
+		a = append(a, "policy=Local")
+	} else {
+		a = append(a, "policy=Cluster")
+	}
+	return strings.Join(a, " ")
 }

@@ -180,6 +180,9 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	if fe.PolicyDrop {
 		sv.Flags |= svcFlagPolicyDrop
 	}
+	if fe.LocalOnly {
+		sv.Flags |= svcFlagLocal
+	}
 	if err := d.t.services.Put(svcKey(fe.Key), sv); err != nil {
 		rollback()
 		return mapErr("services", "--max-services", err)
@@ -247,8 +250,11 @@ func (d *Datapath) deleteBackend(id uint32) {
 	d.backendIDs.free(id)
 }
 
-// svcFlagPolicyDrop is SVC_F_POLICY_DROP in bpf/c/maps.h.
-const svcFlagPolicyDrop = 0x1
+// SVC_F_* in bpf/c/maps.h.
+const (
+	svcFlagPolicyDrop = 0x1
+	svcFlagLocal      = 0x2
+)
 
 func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto)}

@@ -54,6 +54,7 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 		s.Frontend.Kind = servicemap.Kind(v.Kind)
 		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
 		s.Frontend.PolicyDrop = v.Flags&svcFlagPolicyDrop != 0
+		s.Frontend.LocalOnly = v.Flags&svcFlagLocal != 0
 		var name socklbbpf.SocklbSvcName
 		if err := t.svcNames.Lookup(v.SvcId, &name); err == nil {
 			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))

@@ -127,6 +127,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 					Backends:   backends,
 					Affinity:   affinity,
 					PolicyDrop: drop,
+					LocalOnly:  kind == KindClusterIP && internalLocal,
 				}})
 			}
 

@@ -101,13 +101,16 @@ type Frontend struct {
 	// Backends is then empty. Only ClusterIP frontends (internalTrafficPolicy)
 	// are ever PolicyDrop: see selectBackends for externalTrafficPolicy.
 	PolicyDrop bool
+	// LocalOnly says the backends are this node's only
+	// (internalTrafficPolicy: Local); shown by `socklb inspect`.
+	LocalOnly bool
 }
 
 // Equal reports whether the datapath would program a and b identically.
 func (a Frontend) Equal(b Frontend) bool {
 	if a.Key != b.Key || a.Kind != b.Kind || a.Service != b.Service ||
 		a.PortName != b.PortName || len(a.Backends) != len(b.Backends) ||
-		a.Affinity != b.Affinity || a.PolicyDrop != b.PolicyDrop {
+		a.Affinity != b.Affinity || a.PolicyDrop != b.PolicyDrop || a.LocalOnly != b.LocalOnly {
 		return false
 	}
 	for i := range a.Backends {
@@ -130,7 +133,16 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	return fmt.Sprintf("%s %s: %s", p.Kind, p.Object, p.Reason)
+	return fmt.Sprintf("%s %s: %s", p.Kind, p.ObjectName(), p.Reason)
+}
+
+// ObjectName is namespace/name, or the bare name of an object that is not
+// namespaced (a file, a Node).
+func (p Problem) ObjectName() string {
+	if p.Object.Namespace == "" {
+		return p.Object.Name
+	}
+	return p.Object.String()
 }
 
 // Input is every object Build reads: a snapshot of the API (or of the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,16 +64,18 @@ func newClient(objs ...runtime.Object) (*fake.Clientset, <-chan string) {
 	return client, watching
 }
 
-// run starts s and returns a channel with one value per changed() call; each
-// call sleeps for delay, standing in for an agent rebuilding its maps.
-func run(t *testing.T, s *Source, delay time.Duration) <-chan struct{} {
+// run starts s and returns a channel with one value per changed() call.
+// Each call first runs hook (if any), standing in for an agent at work.
+func run(t *testing.T, s *Source, hook func()) <-chan struct{} {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := make(chan struct{}, 1000)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Run(ctx, func() {
-			time.Sleep(delay)
+			if hook != nil {
+				hook()
+			}
 			calls <- struct{}{}
 		})
 	}()
@@ -96,15 +99,31 @@ func await[T any](t *testing.T, c <-chan T, what string) T {
 	panic("unreachable")
 }
 
-// eventually waits for changed() calls until the snapshot satisfies ok.
-func eventually(t *testing.T, s *Source, calls <-chan struct{}, what string, ok func(servicemap.Input) bool) {
+// changedTo waits for changed() calls until one leaves a snapshot that
+// satisfies ok. Informers poke after updating their cache, so a change is
+// visible by the call that follows it. Drain calls before making the change.
+func changedTo(t *testing.T, s *Source, calls <-chan struct{}, what string, ok func(servicemap.Input) bool) {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
-	for !ok(s.Snapshot()) {
+	for {
 		select {
 		case <-calls:
+			if ok(s.Snapshot()) {
+				return
+			}
 		case <-deadline:
-			t.Fatalf("timed out waiting for %s; snapshot: %s", what, describe(s.Snapshot()))
+			t.Fatalf("timed out waiting for changed() with %s; snapshot: %s", what, describe(s.Snapshot()))
+		}
+	}
+}
+
+// drain forgets changed() calls made so far.
+func drain(calls <-chan struct{}) {
+	for {
+		select {
+		case <-calls:
+		default:
+			return
 		}
 	}
 }
@@ -134,7 +153,7 @@ func TestSourceFollowsObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := run(t, s, 0)
+	calls := run(t, s, nil)
 	await(t, calls, "the first changed()")
 	if got, want := describe(s.Snapshot()), "svc default/echo ports 1, slice default/echo-1, node n1"; got != want {
 		t.Fatalf("first snapshot = %q, want %q", got, want)
@@ -152,69 +171,81 @@ func TestSourceFollowsObjects(t *testing.T) {
 	}
 
 	ctx := context.Background()
+	drain(calls)
 	if _, err := client.CoreV1().Services("default").Update(ctx, service("echo", nil, 80, 443), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, s, calls, "the updated Service", func(in servicemap.Input) bool {
+	changedTo(t, s, calls, "the updated Service", func(in servicemap.Input) bool {
 		return len(in.Services) == 1 && len(in.Services[0].Spec.Ports) == 2
 	})
 
+	drain(calls)
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice("echo-2", "echo"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, s, calls, "the new EndpointSlice", func(in servicemap.Input) bool { return len(in.Slices) == 2 })
+	changedTo(t, s, calls, "the new EndpointSlice", func(in servicemap.Input) bool { return len(in.Slices) == 2 })
 
+	drain(calls)
 	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "echo-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, s, calls, "the deleted EndpointSlice", func(in servicemap.Input) bool {
+	changedTo(t, s, calls, "the deleted EndpointSlice", func(in servicemap.Input) bool {
 		return len(in.Slices) == 1 && in.Slices[0].Name == "echo-2"
 	})
 
+	drain(calls)
 	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, s, calls, "the deleted Node", func(in servicemap.Input) bool { return len(in.Nodes) == 0 })
+	changedTo(t, s, calls, "the deleted Node", func(in servicemap.Input) bool { return len(in.Nodes) == 0 })
 
+	drain(calls)
 	if err := client.CoreV1().Services("default").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, s, calls, "the deleted Service", func(in servicemap.Input) bool { return len(in.Services) == 0 })
+	changedTo(t, s, calls, "the deleted Service", func(in servicemap.Input) bool { return len(in.Services) == 0 })
 }
 
 // A burst of events while the agent is busy must not queue one rebuild per
-// event.
+// event: the agent blocks in its second changed() while the burst arrives,
+// and afterwards at most one more call is pending.
 func TestSourceCoalescesBursts(t *testing.T) {
 	client, watching := newClient()
 	s, err := New(client, Config{NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := run(t, s, 20*time.Millisecond)
+	var n atomic.Int32
+	busy, release := make(chan struct{}), make(chan struct{})
+	calls := run(t, s, func() {
+		if n.Add(1) == 2 {
+			close(busy)
+			<-release
+		}
+	})
 	await(t, calls, "the first changed()")
 	for range 3 {
 		await(t, watching, "the watches")
 	}
-	const n = 100
-	for i := range n {
+	const events = 100
+	for i := range events {
 		if _, err := client.DiscoveryV1().EndpointSlices("default").Create(context.Background(), slice(fmt.Sprintf("s-%d", i), "echo"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	count := 0
-	deadline := time.After(5 * time.Second)
-	for len(s.Snapshot().Slices) < n {
-		select {
-		case <-calls:
-			count++
-		case <-deadline:
-			t.Fatalf("only %d of %d slices seen", len(s.Snapshot().Slices), n)
+	await(t, busy, "changed() after the burst")
+	for deadline := time.Now().Add(5 * time.Second); len(s.Snapshot().Slices) < events; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d EndpointSlices seen", len(s.Snapshot().Slices), events)
 		}
 	}
-	if count > n/4 {
-		t.Errorf("%d events caused %d changed() calls", n, count)
+	close(release)
+	// Handlers may still be delivering the last events: give them time.
+	time.Sleep(200 * time.Millisecond)
+	if got := n.Load(); got > 4 {
+		t.Errorf("%d events caused %d changed() calls after the first", events, got-1)
 	}
-	t.Logf("%d events caused %d changed() calls", n, count)
+	t.Logf("%d events caused %d changed() calls after the first", events, n.Load()-1)
 }
 
 func TestSourceReportsListFailures(t *testing.T) {
@@ -234,7 +265,7 @@ func TestSourceReportsListFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := run(t, s, 0)
+	calls := run(t, s, nil)
 	await(t, reported, "a reported problem")
 	mu.Lock()
 	p := got[0]

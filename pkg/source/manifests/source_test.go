@@ -39,11 +39,13 @@ func running(t *testing.T, dir string, p *problems) (*Source, <-chan struct{}) {
 // the Services want.
 func awaitServices(t *testing.T, s *Source, calls <-chan struct{}, want ...string) {
 	t.Helper()
+	start := time.Now()
 	deadline := time.After(2 * time.Second)
 	for {
 		select {
 		case <-calls:
 			if got := serviceNames(s.Snapshot()); equal(got, want) {
+				t.Logf("reflected after %v", time.Since(start))
 				return
 			}
 		case <-deadline:
