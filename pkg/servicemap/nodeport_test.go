@@ -143,7 +143,7 @@ func TestBuildNodePort(t *testing.T) {
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
 			},
-			problems: []string{`Node /node-a: status.addresses[0] (InternalIP) "10.1.0.500" is not an IP address`},
+			problems: []string{`Node node-a: status.addresses[0] (InternalIP) "10.1.0.500" is not an IP address`},
 		},
 		{
 			name:     "single-stack IPv4 NodePort is not served on IPv6 node addresses",
