@@ -31,13 +31,15 @@ type Config struct {
 	TerminateSockets SocketTermination
 }
 
-// Defaults sized for a large cluster: each Service port is one service
-// entry per frontend address; each endpoint of it one backend.
+// Defaults sized for 100k Services and 1M endpoints: a Service port is one
+// service entry per frontend address, each of its endpoints one backend.
+// The hash maps are not preallocated, so unused capacity costs only the
+// bucket array (16 bytes per entry); the two LRU maps are preallocated.
 const (
-	DefaultMaxServices = 65536
-	DefaultMaxBackends = 262144
-	DefaultMaxRevNAT   = 262144
-	DefaultMaxAffinity = 262144
+	DefaultMaxServices = 1 << 18 // 262144 frontends
+	DefaultMaxBackends = 1 << 20 // 1048576 backends
+	DefaultMaxRevNAT   = 1 << 18 // connected sockets through a Service
+	DefaultMaxAffinity = 1 << 16 // (client, Service port) pairs with sessionAffinity
 )
 
 func (c Config) withDefaults() Config {
