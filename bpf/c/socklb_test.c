@@ -40,46 +40,21 @@ static __always_inline void ctx_store(struct test_ctx *ctx, struct test_ctx *src
 		d[i] = s[i];
 }
 
-SEC("syscall")
-int test_translate_connect(struct test_ctx *ctx)
-{
-	struct test_ctx tc;
+/* Each wrapper runs one lb.h entry point on the request in the context and
+ * stores its answer in verdict. */
+#define TEST_PROG(name, call)          \
+	SEC("syscall")                 \
+	int name(struct test_ctx *ctx) \
+	{                              \
+		struct test_ctx tc;    \
+                                       \
+		ctx_load(&tc, ctx);    \
+		tc.verdict = (call);   \
+		ctx_store(ctx, &tc);   \
+		return 0;              \
+	}
 
-	ctx_load(&tc, ctx);
-	tc.verdict = lb_translate(&tc.req, LB_COUNT_CONNECT);
-	ctx_store(ctx, &tc);
-	return 0;
-}
-
-SEC("syscall")
-int test_translate_datagram(struct test_ctx *ctx)
-{
-	struct test_ctx tc;
-
-	ctx_load(&tc, ctx);
-	tc.verdict = lb_translate(&tc.req, LB_COUNT_DATAGRAM);
-	ctx_store(ctx, &tc);
-	return 0;
-}
-
-SEC("syscall")
-int test_skip_netns(struct test_ctx *ctx)
-{
-	struct test_ctx tc;
-
-	ctx_load(&tc, ctx);
-	tc.verdict = lb_skip_netns(tc.req.client);
-	ctx_store(ctx, &tc);
-	return 0;
-}
-
-SEC("syscall")
-int test_revnat(struct test_ctx *ctx)
-{
-	struct test_ctx tc;
-
-	ctx_load(&tc, ctx);
-	tc.verdict = lb_revnat(&tc.req);
-	ctx_store(ctx, &tc);
-	return 0;
-}
+TEST_PROG(test_translate_connect, lb_translate(&tc.req, LB_COUNT_CONNECT))
+TEST_PROG(test_translate_datagram, lb_translate(&tc.req, LB_COUNT_DATAGRAM))
+TEST_PROG(test_skip_netns, lb_skip_netns(tc.req.client))
+TEST_PROG(test_revnat, lb_revnat(&tc.req))
