@@ -133,6 +133,10 @@ func TestManifestEditMovesTraffic(t *testing.T) {
 	e := startEcho(t)
 	start := time.Now()
 	e.writeManifest("echo.yaml", serviceYAML("echo", vip, endpoint{"10.244.1.11", false}, endpoint{"10.244.1.12", false}, endpoint{"10.244.1.13", true}))
+	for strings.Contains(e.inspect(), "10.244.1.11:8080") {
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("the maps changed %s after the manifest edit (inotify, 50 ms debounce, sync)", time.Since(start))
 	var moved time.Duration
 	for time.Since(start) < 2*time.Second {
 		res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 20)

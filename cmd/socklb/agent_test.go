@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseAgentFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"defaults", nil, ""},
+		{"manifests", []string{"--manifests", "examples", "--node-name", "n1"}, ""},
+		{"both sources", []string{"--manifests", "d", "--kubeconfig", "k"}, "exclusive"},
+		{"unknown flag", []string{"--frobnicate"}, "flag provided but not defined"},
+		{"stray argument", []string{"extra"}, "unexpected arguments"},
+		{"zero capacity", []string{"--max-backends", "0"}, "--max-backends=0"},
+		{"bad nodeport cidr", []string{"--nodeport-addresses", "10.0.0.0/8,nope"}, `"nope" is not a CIDR`},
+		{"nodeport cidrs", []string{"--nodeport-addresses", "10.0.0.0/8, fd00::/64"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := parseAgentFlags(tc.args)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if f.nodeName == "" || f.bpffsPath != defaultBPFFS || f.healthzAddr != "0.0.0.0:10256" || f.metricsAddr != "127.0.0.1:10249" {
+					t.Fatalf("defaults not kube-proxy's: %+v", f)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseNodePortAddresses(t *testing.T) {
+	got, err := parseNodePortAddresses("10.1.2.3/8,,fd00::1/64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].String() != "10.0.0.0/8" || got[1].String() != "fd00::/64" {
+		t.Fatalf("got %v, want the masked prefixes", got)
+	}
+}
