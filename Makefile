@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build generate check-generated test unit fuzz demo vet clean
+.PHONY: all build generate check-generated test unit fuzz demo vet clean e2e e2e-tools
 
 all: build
 
@@ -24,10 +24,22 @@ check-generated: generate
 vet:
 	$(GO) vet ./...
 
-# Every layer: unit tests, BPF_PROG_TEST_RUN tests, netns integration tests.
+# Every layer: unit tests, BPF_PROG_TEST_RUN tests, netns integration tests,
+# and e2e against a real control plane (run once, by the e2e target).
 # As non-root the kernel-facing tests skip and say why; CI runs as root.
-test: vet fuzz
-	$(GO) test -count=1 -timeout 20m ./...
+test: vet fuzz e2e
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v /tests/e2e)
+
+# etcd, kube-apiserver, kube-controller-manager and kubectl built from their
+# Go modules (tests/e2e/tools), one at a time, cached under
+# ${XDG_CACHE_HOME:-~/.cache}/socklb-e2e: ~15 min cold, instant after.
+e2e-tools:
+	sh tests/e2e/tools/build.sh
+
+# The agent against that control plane on 127.0.0.1, pods in a netns lab.
+E2E_TIMEOUT ?= 30m
+e2e: e2e-tools
+	$(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) ./tests/e2e/...
 
 unit:
 	$(GO) test -count=1 ./pkg/servicemap/... ./pkg/source/... ./pkg/agent/...

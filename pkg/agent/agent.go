@@ -7,7 +7,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -19,6 +23,14 @@ type Applier interface {
 	Apply(servicemap.State) datapath.ApplyResult
 }
 
+// Default backoff between retries of a sync that left frontends
+// unprogrammed (a full map, say): the datapath keeps what it had for them,
+// and the agent tries again without waiting for the next API change.
+const (
+	DefaultRetryMin = time.Second
+	DefaultRetryMax = 30 * time.Second
+)
+
 // Agent runs the sync loop.
 type Agent struct {
 	Source   source.Source
@@ -27,18 +39,48 @@ type Agent struct {
 	Health   *Health
 	Metrics  *Metrics
 
+	// RetryMin and RetryMax bound the backoff of retries after a sync that
+	// failed to program some frontend; zero means the defaults.
+	RetryMin, RetryMax time.Duration
+
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[string]bool
 	lastFailed   map[servicemap.FrontendKey]string
+
+	// snapMu orders the snapshots taken to count pending changes with the
+	// one each sync takes, so "pending" is always relative to what the last
+	// sync read (kube-proxy's checkout of its change trackers).
+	snapMu  sync.Mutex
+	seen    versions // what the last sync read
+	started time.Time
+	// triggers carries network programming start times of Services whose
+	// frontends a sync failed to program, to be observed when one succeeds.
+	triggers map[types.NamespacedName][]time.Time
+	// afterSync, if set, is called at the end of each sync (tests).
+	afterSync func(ok bool)
 }
 
 // Run syncs until ctx is done. Changes that arrive while a sync runs are
 // folded into the next one, so a burst of API events costs one or two
 // syncs, not one each.
 func (a *Agent) Run(ctx context.Context) error {
+	if a.started.IsZero() {
+		a.started = time.Now()
+	}
+	a.Health.countRequests(a.Metrics)
+	retryMin, retryMax := a.RetryMin, a.RetryMax
+	if retryMin <= 0 {
+		retryMin = DefaultRetryMin
+	}
+	if retryMax < retryMin {
+		retryMax = max(DefaultRetryMax, retryMin)
+	}
 	kick := make(chan struct{}, 1)
 	changed := func() {
-		a.Health.Queued(time.Now())
+		now := time.Now()
+		a.Health.Queued(now)
+		a.Metrics.queued(now)
+		a.notePending()
 		select {
 		case kick <- struct{}{}:
 		default:
@@ -46,6 +88,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- a.Source.Run(ctx, changed) }()
+	var (
+		retry   *time.Timer
+		retryC  <-chan time.Time
+		backoff = retryMin
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -56,25 +108,111 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-kick:
-			a.sync()
+		case <-retryC:
 		}
+		if retry != nil {
+			retry.Stop()
+			retry, retryC = nil, nil
+		}
+		if a.sync() {
+			backoff = retryMin
+			continue
+		}
+		retry = time.NewTimer(backoff)
+		retryC = retry.C
+		a.Log.Info("retrying the frontends that failed", "in", backoff)
+		backoff = min(2*backoff, retryMax)
 	}
 }
 
-func (a *Agent) sync() {
+// notePending counts the objects changed since the last sync read them.
+func (a *Agent) notePending() {
+	a.snapMu.Lock()
+	defer a.snapMu.Unlock()
+	a.Metrics.pending(countChanges(a.seen, versionsOf(a.Source.Snapshot())))
+}
+
+// sync applies the current snapshot and reports whether every frontend
+// was programmed.
+func (a *Agent) sync() bool {
+	a.snapMu.Lock()
 	start := time.Now()
 	in := a.Source.Snapshot()
+	cur := versionsOf(in)
+	a.Metrics.checkedOut(countChanges(a.seen, cur))
+	triggers := triggerTimes(in, a.seen, a.started)
+	a.seen = cur
+	a.snapMu.Unlock()
+
 	state, problems := servicemap.Build(in)
 	a.reportProblems(problems)
 	res := a.Datapath.Apply(state)
 	a.reportFailures(res)
-	d := time.Since(start)
-	a.Health.Updated(time.Now())
-	a.Metrics.observeSync(d, state, res, in)
+	done := time.Now()
+	d := done.Sub(start)
+
+	a.observeProgramming(triggers, state, res, done)
+	a.Health.SyncNode(ownNode(in))
+	ok := len(res.Failed) == 0
+	if ok {
+		a.Health.Updated(start)
+	} else {
+		a.Health.Failed()
+	}
+	a.Metrics.observeSync(d, done, state, res, in)
 	if res.Upserted > 0 || res.Removed > 0 || len(res.Failed) > 0 {
 		a.Log.Info("synced", "frontends", len(state), "upserted", res.Upserted, "removed", res.Removed,
-			"failed", len(res.Failed), "took", d)
+			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "took", d)
 	}
+	if res.SocketErr != nil {
+		a.Log.Warn("destroying sockets of removed backends", "err", res.SocketErr)
+	}
+	if a.afterSync != nil {
+		a.afterSync(ok)
+	}
+	return ok
+}
+
+// observeProgramming records kube-proxy's network programming latency:
+// for every EndpointSlice change this sync read, the time from the change
+// (as the EndpointSlice controller stamped it) to now, when the maps hold
+// it. Services with a frontend that failed keep their times for a later
+// sync that succeeds.
+func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time, state servicemap.State, res datapath.ApplyResult, done time.Time) {
+	for svc, ts := range a.triggers {
+		triggers[svc] = append(triggers[svc], ts...)
+	}
+	a.triggers = nil
+	if len(triggers) == 0 {
+		return
+	}
+	failed := map[types.NamespacedName]bool{}
+	for k := range res.Failed {
+		if fe, ok := state[k]; ok {
+			failed[fe.Service] = true
+		}
+	}
+	for svc, ts := range triggers {
+		if failed[svc] {
+			if a.triggers == nil {
+				a.triggers = map[types.NamespacedName][]time.Time{}
+			}
+			a.triggers[svc] = ts
+			continue
+		}
+		for _, t := range ts {
+			a.Metrics.observeProgramming(done.Sub(t))
+		}
+	}
+}
+
+func ownNode(in servicemap.Input) *corev1.Node {
+	for _, n := range in.Nodes {
+		if n.Name == in.NodeName {
+			return n
+		}
+	}
+	return nil
 }
 
 func (a *Agent) reportProblems(problems []servicemap.Problem) {

@@ -3,68 +3,189 @@ package agent
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 )
 
-// Health answers /healthz and /livez as kube-proxy does: unhealthy when a
-// change has waited longer than Timeout without being applied. A node that
-// never saw a change is healthy: there is nothing it failed to do.
+// ToBeDeletedTaint is the taint the Cluster Autoscaler puts on a Node before
+// deleting it; kube-proxy's /healthz fails on such a node so that load
+// balancers drain it first, and so does ours.
+const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// Health answers /healthz and /livez with kube-proxy's semantics
+// (k8s.io/kubernetes/pkg/proxy/healthcheck.ProxyHealthServer):
+//
+//   - unhealthy (503) when a change has been queued for longer than Timeout
+//     without a sync applying it; healthy while starting up (before the
+//     first sync) and whenever nothing waits;
+//   - /healthz is also 503 when this node is not eligible: its Node has a
+//     deletionTimestamp, carries the ToBeDeletedByClusterAutoscaler taint,
+//     or was deleted. /livez ignores the node, so a draining node's agent is
+//     not restarted by its liveness probe;
+//   - the body is JSON {lastUpdated, currentTime, nodeEligible (healthz
+//     only), healthy}; lastUpdated is the current time when healthy, as
+//     kube-proxy reports for compatibility with older releases.
+//
+// One difference: kube-proxy does not serve before it has read its Node and
+// counts a missing Node as not eligible. socklb serves from the start, and a
+// Node it has never seen (before the first sync, or a --manifests directory
+// without a Node) counts as eligible; a Node that was seen and then
+// disappeared does not.
 type Health struct {
 	Timeout time.Duration
 	Now     func() time.Time
 
 	mu          sync.Mutex
 	queued      time.Time // oldest change not yet applied; zero when none
-	lastUpdated time.Time
+	lastQueued  time.Time // newest change queued
+	lastUpdated time.Time // when the last successful sync finished
+	attempted   bool      // a sync has finished, successful or not
+	nodeSeen    bool
+	eligible    bool
+
+	healthzTotal, livezTotal *prometheus.CounterVec // optional, set by Agent.Run
 }
 
 func NewHealth(timeout time.Duration) *Health {
-	return &Health{Timeout: timeout, Now: time.Now}
+	return &Health{Timeout: timeout, Now: time.Now, eligible: true}
 }
 
-// Queued records that a change is waiting; the oldest waiting one counts.
+// Queued records that a change arrived at t and waits for a sync (kube-proxy's
+// QueuedUpdate). The oldest waiting change counts.
 func (h *Health) Queued(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.queued.IsZero() {
 		h.queued = t
 	}
+	if t.After(h.lastQueued) {
+		h.lastQueued = t
+	}
 }
 
-// Updated records a completed sync.
+// Updated records a sync that read the objects at t and finished now
+// (kube-proxy's Updated). Changes queued at or before t are applied; one
+// queued after t still waits, and counts as waiting since t: the next sync
+// picks it up.
 func (h *Health) Updated(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastUpdated = t
-	if !h.queued.IsZero() && !h.queued.After(t) {
+	h.lastUpdated = h.Now()
+	h.attempted = true
+	switch {
+	case h.queued.IsZero():
+	case !h.lastQueued.After(t):
 		h.queued = time.Time{}
+	case h.queued.Before(t):
+		h.queued = t
 	}
 }
 
-type healthBody struct {
+// Failed records a sync that left some frontend unprogrammed: nothing
+// queued counts as applied (kube-proxy does not call Updated when
+// iptables-restore fails), but the agent is no longer starting up.
+func (h *Health) Failed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.attempted = true
+}
+
+// SyncNode records this node's Node object; nil means it is not in the
+// latest snapshot.
+func (h *Health) SyncNode(n *corev1.Node) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n == nil {
+		// Never seen: unknown, counted as eligible. Seen, now gone: deleted.
+		h.eligible = !h.nodeSeen
+		return
+	}
+	h.nodeSeen = true
+	h.eligible = nodeEligible(n)
+}
+
+func nodeEligible(n *corev1.Node) bool {
+	if n.DeletionTimestamp != nil {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == ToBeDeletedTaint {
+			return false
+		}
+	}
+	return true
+}
+
+// HealthStatus is the JSON body of /healthz and /livez.
+type HealthStatus struct {
 	LastUpdated  time.Time `json:"lastUpdated"`
 	CurrentTime  time.Time `json:"currentTime"`
 	NodeEligible *bool     `json:"nodeEligible,omitempty"`
+	Healthy      bool      `json:"healthy"`
 }
 
-func (h *Health) healthy(now time.Time) (bool, time.Time) {
+// Status computes what /healthz (withNode) or /livez would answer.
+func (h *Health) Status(withNode bool) (code int, st HealthStatus) {
+	now := h.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.queued.IsZero() {
-		return true, h.lastUpdated
+	st = HealthStatus{LastUpdated: h.lastUpdated, CurrentTime: now, Healthy: true}
+	// Healthy while starting up (no sync finished yet) and when nothing
+	// waits; late once the oldest waiting change is Timeout old.
+	if h.attempted && !h.queued.IsZero() && now.Sub(h.queued) >= h.Timeout {
+		st.Healthy = false
 	}
-	return now.Sub(h.queued) <= h.Timeout, h.lastUpdated
+	ok := st.Healthy
+	if withNode {
+		eligible := h.eligible
+		st.NodeEligible = &eligible
+		ok = ok && eligible
+	}
+	if !ok {
+		return http.StatusServiceUnavailable, st
+	}
+	st.LastUpdated = now
+	return http.StatusOK, st
 }
 
+// ServeHTTP answers as /healthz.
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := h.Now()
-	ok, last := h.healthy(now)
+	h.serve(w, true)
+}
+
+// Livez returns the /livez handler: the same timeout, without the node.
+func (h *Health) Livez() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, false) })
+}
+
+func (h *Health) serve(w http.ResponseWriter, withNode bool) {
+	code, st := h.Status(withNode)
+	h.mu.Lock()
+	counter := h.livezTotal
+	if withNode {
+		counter = h.healthzTotal
+	}
+	h.mu.Unlock()
+	if counter != nil {
+		counter.WithLabelValues(strconv.Itoa(code)).Inc()
+	}
+	body, _ := json.Marshal(st)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// countRequests makes /healthz and /livez count their answers in m.
+func (h *Health) countRequests(m *Metrics) {
+	if h == nil || m == nil {
+		return
 	}
-	eligible := true
-	_ = json.NewEncoder(w).Encode(healthBody{LastUpdated: last, CurrentTime: now, NodeEligible: &eligible})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.healthzTotal, h.livezTotal = m.healthzTotal, m.livezTotal
 }

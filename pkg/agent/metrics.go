@@ -9,19 +9,44 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-// Metrics are socklb's counterparts of kube-proxy's kubeproxy_* metrics.
+// Metrics are socklb's counterparts of kube-proxy's kubeproxy_* metrics;
+// docs/metrics.md maps one to the other. kube-proxy labels most of them
+// with ip_family because it runs one proxier per family; socklb has one
+// sync loop for both families, so they carry no such label.
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	syncDuration prometheus.Histogram
-	lastSync     prometheus.Gauge
-	frontends    prometheus.Gauge
-	backends     prometheus.Gauge
-	services     prometheus.Gauge
-	problems     prometheus.Gauge
-	failures     prometheus.Counter
-	upserts      prometheus.Counter
-	removals     prometheus.Counter
+	syncDuration       prometheus.Histogram
+	networkProgramming prometheus.Histogram
+	lastSync           prometheus.Gauge
+	lastQueued         prometheus.Gauge
+	serviceChangesPend prometheus.Gauge
+	serviceChanges     prometheus.Counter
+	endpointChangesPen prometheus.Gauge
+	endpointChanges    prometheus.Counter
+	frontends          prometheus.Gauge
+	backends           prometheus.Gauge
+	programmedFE       prometheus.Gauge
+	programmedBE       prometheus.Gauge
+	services           prometheus.Gauge
+	noLocalEndpoints   *prometheus.GaugeVec
+	problems           prometheus.Gauge
+	failures           prometheus.Counter
+	upserts            prometheus.Counter
+	removals           prometheus.Counter
+	healthzTotal       *prometheus.CounterVec
+	livezTotal         *prometheus.CounterVec
+}
+
+// NetworkProgrammingBuckets are kube-proxy's buckets for
+// network_programming_duration_seconds: 0.25 s to 5 min.
+func NetworkProgrammingBuckets() []float64 {
+	var b []float64
+	b = append(b, prometheus.LinearBuckets(0.25, 0.25, 2)...) // 0.25s, 0.5s
+	b = append(b, prometheus.LinearBuckets(1, 1, 59)...)      // 1s .. 59s
+	b = append(b, prometheus.LinearBuckets(60, 5, 12)...)     // 60s .. 115s
+	b = append(b, prometheus.LinearBuckets(120, 30, 7)...)    // 2min .. 5min
+	return b
 }
 
 func NewMetrics() *Metrics {
@@ -32,9 +57,35 @@ func NewMetrics() *Metrics {
 			Help:    "Time to rebuild the desired state and apply it to the BPF maps (kubeproxy_sync_proxy_rules_duration_seconds).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
+		networkProgramming: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "socklb_network_programming_duration_seconds",
+			Help: "From an EndpointSlice change (its endpoints.kubernetes.io/last-change-trigger-time annotation) " +
+				"to the BPF maps holding it, per changed EndpointSlice (kubeproxy_network_programming_duration_seconds).",
+			Buckets: NetworkProgrammingBuckets(),
+		}),
 		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_sync_proxy_rules_last_timestamp_seconds",
-			Help: "When the last sync finished (kubeproxy_sync_proxy_rules_last_timestamp_seconds).",
+			Help: "When the last sync that programmed every frontend finished (kubeproxy_sync_proxy_rules_last_timestamp_seconds).",
+		}),
+		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_sync_proxy_rules_last_queued_timestamp_seconds",
+			Help: "When a sync was last queued by a change (kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds).",
+		}),
+		serviceChangesPend: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_sync_proxy_rules_service_changes_pending",
+			Help: "Services added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_service_changes_pending).",
+		}),
+		serviceChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "socklb_sync_proxy_rules_service_changes_total",
+			Help: "Service additions, changes and deletions the syncs have read (kubeproxy_sync_proxy_rules_service_changes_total).",
+		}),
+		endpointChangesPen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
+			Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
+		}),
+		endpointChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "socklb_sync_proxy_rules_endpoint_changes_total",
+			Help: "EndpointSlice additions, changes and deletions the syncs have read (kubeproxy_sync_proxy_rules_endpoint_changes_total).",
 		}),
 		frontends: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_frontends",
@@ -44,17 +95,29 @@ func NewMetrics() *Metrics {
 			Name: "socklb_backends",
 			Help: "Backends across all frontends in the desired state.",
 		}),
+		programmedFE: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_frontends_programmed",
+			Help: "Frontends of the desired state that the last sync programmed into the BPF maps.",
+		}),
+		programmedBE: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_backends_programmed",
+			Help: "Backends of the programmed frontends (kubeproxy_sync_proxy_rules_iptables_total is the closest: rules kube-proxy owns).",
+		}),
 		services: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_services",
 			Help: "Services seen in the last snapshot.",
 		}),
+		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "socklb_sync_proxy_rules_no_local_endpoints_total",
+			Help: "Services with a Local traffic policy that have endpoints but none on this node (kubeproxy_sync_proxy_rules_no_local_endpoints_total).",
+		}, []string{"traffic_policy"}),
 		problems: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_unusable_objects",
 			Help: "Objects (or parts) skipped in the last sync because they could not be used; the agent log names each.",
 		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_map_update_errors_total",
-			Help: "Frontends that could not be written to the BPF maps (kubeproxy_sync_proxy_rules_iptables_restore_failures_total).",
+			Help: "Frontends that could not be written to the BPF maps, counted per sync attempt (kubeproxy_sync_proxy_rules_iptables_restore_failures_total).",
 		}),
 		upserts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_frontend_updates_total",
@@ -64,24 +127,80 @@ func NewMetrics() *Metrics {
 			Name: "socklb_frontend_removals_total",
 			Help: "Frontends removed.",
 		}),
+		healthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "socklb_proxy_healthz_total",
+			Help: "/healthz answers by HTTP status code (kubeproxy_proxy_healthz_total).",
+		}, []string{"code"}),
+		livezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "socklb_proxy_livez_total",
+			Help: "/livez answers by HTTP status code (kubeproxy_proxy_livez_total).",
+		}, []string{"code"}),
 	}
-	m.Registry.MustRegister(m.syncDuration, m.lastSync, m.frontends, m.backends, m.services,
-		m.problems, m.failures, m.upserts, m.removals)
+	for _, p := range []string{"internal", "external"} {
+		m.noLocalEndpoints.WithLabelValues(p)
+	}
+	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
+		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
+		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
+		m.problems, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
 }
 
-func (m *Metrics) observeSync(d time.Duration, state servicemap.State, res datapath.ApplyResult, in servicemap.Input) {
+// queued records that a change queued a sync at t.
+func (m *Metrics) queued(t time.Time) {
+	m.lastQueued.Set(float64(t.UnixNano()) / 1e9)
+}
+
+// pending sets the pending-changes gauges.
+func (m *Metrics) pending(c changeCount) {
+	m.serviceChangesPend.Set(float64(c.services))
+	m.endpointChangesPen.Set(float64(c.slices))
+}
+
+// checkedOut counts the changes a sync has just read; they are no longer
+// pending.
+func (m *Metrics) checkedOut(c changeCount) {
+	m.serviceChanges.Add(float64(c.services))
+	m.endpointChanges.Add(float64(c.slices))
+	m.pending(changeCount{})
+}
+
+func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in servicemap.Input) {
 	m.syncDuration.Observe(d.Seconds())
-	m.lastSync.SetToCurrentTime()
-	m.frontends.Set(float64(len(state)))
-	n := 0
-	for _, fe := range state {
-		n += len(fe.Backends)
+	if len(res.Failed) == 0 {
+		m.lastSync.Set(float64(done.UnixNano()) / 1e9)
 	}
-	m.backends.Set(float64(n))
+	m.frontends.Set(float64(len(state)))
+	var nb, pfe, pbe int
+	noLocal := map[string]map[string]bool{"internal": {}, "external": {}}
+	for k, fe := range state {
+		nb += len(fe.Backends)
+		if _, failed := res.Failed[k]; !failed {
+			pfe++
+			pbe += len(fe.Backends)
+		}
+		if fe.PolicyDrop {
+			policy := "external"
+			if fe.Kind == servicemap.KindClusterIP {
+				policy = "internal"
+			}
+			noLocal[policy][fe.Service.String()] = true
+		}
+	}
+	m.backends.Set(float64(nb))
+	m.programmedFE.Set(float64(pfe))
+	m.programmedBE.Set(float64(pbe))
+	for p, svcs := range noLocal {
+		m.noLocalEndpoints.WithLabelValues(p).Set(float64(len(svcs)))
+	}
 	m.services.Set(float64(len(in.Services)))
 	m.upserts.Add(float64(res.Upserted))
 	m.removals.Add(float64(res.Removed))
+}
+
+// observeProgramming records one network programming latency.
+func (m *Metrics) observeProgramming(d time.Duration) {
+	m.networkProgramming.Observe(d.Seconds())
 }
 
 func (m *Metrics) setProblems(n int) { m.problems.Set(float64(n)) }

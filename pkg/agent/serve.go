@@ -16,7 +16,7 @@ import (
 func HealthHandler(h *Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
-	mux.Handle("/livez", h)
+	mux.Handle("/livez", h.Livez())
 	return mux
 }
 

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/socklb/socklb/tests/lab"
+)
+
+// TestDeployDryRunServer: the real API server accepts every manifest in
+// deploy/ (admission, defaulting, strict field validation), as
+// `kubectl apply --dry-run=server -f deploy/` on a cluster would.
+func TestDeployDryRunServer(t *testing.T) {
+	needCluster(t)
+	out, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-f", filepath.Join(root, "deploy"))
+	t.Logf("kubectl apply --dry-run=server -f deploy/:\n%s", out)
+	if err != nil {
+		t.Fatalf("rejected: %v", err)
+	}
+	for _, want := range []string{"serviceaccount/socklb", "clusterrole.rbac.authorization.k8s.io/socklb",
+		"clusterrolebinding.rbac.authorization.k8s.io/socklb", "daemonset.apps/socklb created (server dry run)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// readDeploy decodes every document of deploy/*.yaml strictly.
+func readDeploy(t *testing.T) (ds *appsv1.DaemonSet, sa *corev1.ServiceAccount, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding) {
+	t.Helper()
+	mroot := root
+	if mroot == "" {
+		var err error
+		if mroot, err = lab.ModuleRoot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(mroot, "deploy", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no deploy/*.yaml: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(b, []byte("\n---")) {
+			var meta struct{ Kind string }
+			if err := yaml.Unmarshal(doc, &meta); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var into any
+			switch meta.Kind {
+			case "":
+				continue
+			case "DaemonSet":
+				ds = &appsv1.DaemonSet{}
+				into = ds
+			case "ServiceAccount":
+				sa = &corev1.ServiceAccount{}
+				into = sa
+			case "ClusterRole":
+				role = &rbacv1.ClusterRole{}
+				into = role
+			case "ClusterRoleBinding":
+				binding = &rbacv1.ClusterRoleBinding{}
+				into = binding
+			default:
+				t.Fatalf("%s: unexpected kind %s", f, meta.Kind)
+			}
+			if err := yaml.UnmarshalStrict(doc, into); err != nil {
+				t.Fatalf("%s: %s: %v", f, meta.Kind, err)
+			}
+		}
+	}
+	if ds == nil || sa == nil || role == nil || binding == nil {
+		t.Fatalf("deploy/ lacks a DaemonSet, ServiceAccount, ClusterRole or ClusterRoleBinding")
+	}
+	return ds, sa, role, binding
+}
+
+// TestDeployManifests checks, without a cluster, that the manifests hang
+// together and say what docs/install.md promises.
+func TestDeployManifests(t *testing.T) {
+	ds, sa, role, binding := readDeploy(t)
+	spec := ds.Spec.Template.Spec
+	if ds.Namespace != "kube-system" || sa.Namespace != "kube-system" || sa.Name != saName {
+		t.Errorf("DaemonSet in %q, ServiceAccount %s/%s: want both in kube-system, ServiceAccount %s", ds.Namespace, sa.Namespace, sa.Name, saName)
+	}
+	if spec.ServiceAccountName != sa.Name {
+		t.Errorf("DaemonSet runs as %q, the ServiceAccount is %q", spec.ServiceAccountName, sa.Name)
+	}
+	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != sa.Name || binding.Subjects[0].Namespace != sa.Namespace {
+		t.Errorf("ClusterRoleBinding %+v does not bind ClusterRole %s to %s/%s", binding, role.Name, sa.Namespace, sa.Name)
+	}
+	var rules []string
+	for _, r := range role.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					name := res
+					if g != "" {
+						name = res + "." + g
+					}
+					rules = append(rules, v+" "+name)
+				}
+			}
+		}
+		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+			t.Errorf("unexpected rule %+v", r)
+		}
+	}
+	slices.Sort(rules)
+	if !slices.Equal(rules, wantRBAC) {
+		t.Errorf("ClusterRole grants %v, want %v", rules, wantRBAC)
+	}
+
+	if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("hostNetwork %v priorityClassName %q", spec.HostNetwork, spec.PriorityClassName)
+	}
+	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("tolerations %+v, want one {operator: Exists}", spec.Tolerations)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Error("the agent container is not privileged")
+	}
+	var nodeNameEnv bool
+	for _, e := range c.Env {
+		if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
+			nodeNameEnv = true
+		}
+	}
+	if !nodeNameEnv {
+		t.Error("NODE_NAME does not come from the downward API (spec.nodeName)")
+	}
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"--cgroup-path=/run/socklb/cgroupv2", "--bpffs-path=/sys/fs/bpf/", "--healthz-bind-address=0.0.0.0:10256"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("agent args %q lack %q", args, want)
+		}
+	}
+	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/livez", c.ReadinessProbe: "/healthz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.IntValue() != 10256 {
+			t.Errorf("probe %+v, want httpGet :10256%s", probe, path)
+		}
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	if m, ok := mounts["/sys/fs/bpf"]; !ok || hostPaths[m.Name] != "/sys/fs/bpf" || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationBidirectional {
+		t.Errorf("/sys/fs/bpf: mount %+v, hostPath %q; want the host's, Bidirectional", m, hostPaths[m.Name])
+	}
+	if m, ok := mounts["/run/socklb/cgroupv2"]; !ok || hostPaths[m.Name] != "/run/socklb/cgroupv2" {
+		t.Errorf("/run/socklb/cgroupv2: mount %+v, hostPath %q", m, hostPaths[m.Name])
+	}
+	if len(spec.InitContainers) != 1 || !strings.Contains(strings.Join(spec.InitContainers[0].Command, " "), "mount -t cgroup2") {
+		t.Errorf("no init container mounting cgroup2: %+v", spec.InitContainers)
+	}
+}

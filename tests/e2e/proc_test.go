@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is a process this test started: etcd, kube-apiserver,
+// kube-controller-manager or a socklb agent. It is only ever stopped by its
+// own PID. Its output goes to a log file for the failure report.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	log     *os.File
+	exited  chan struct{}
+	waitErr error
+}
+
+// The children get PR_SET_PDEATHSIG so that they die with the test binary,
+// even when it is killed (go test -timeout). The kernel sends that signal
+// when the *thread* that forked them exits, so every child is started from
+// one goroutine locked to its OS thread for the life of the process.
+var spawner = func() chan func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+}()
+
+func startProc(name, logPath string, bin string, args ...string) (*proc, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{name: name, logPath: logPath, log: logf, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	done := make(chan error, 1)
+	spawner <- func() { done <- p.cmd.Start() }
+	if err := <-done; err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// alive reports whether the process is still running.
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the process (by PID), waits up to grace, then
+// SIGKILLs it. Safe to call more than once.
+func (p *proc) stop(grace time.Duration) {
+	if p == nil || !p.alive() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// tail returns the last n lines of the process's log.
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// logContains reports whether the log has s.
+func (p *proc) logContains(s string) bool {
+	b, _ := os.ReadFile(p.logPath)
+	return bytes.Contains(b, []byte(s))
+}
+
+// exitedErr describes an unexpected exit, with the end of the log.
+func (p *proc) exitedErr() error {
+	return fmt.Errorf("%s (pid %d) exited: %v\n--- last lines of %s:\n%s", p.name, p.pid(), p.waitErr, p.logPath, p.tail(40))
+}
+
+// waitFor polls cond every 50 ms until it returns nil, the process exits,
+// or the timeout passes.
+func (p *proc) waitFor(what string, timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if !p.alive() {
+			return p.exitedErr()
+		}
+		if last = cond(); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %s not ready within %s: %v\n--- last lines of %s:\n%s", p.name, what, timeout, last, p.logPath, p.tail(40))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free
+// when this returns; a process that binds them later races with the rest
+// of the machine, which is fine for tests that bind right away.
+var portMu sync.Mutex
+var portsGiven = map[int]bool{}
+
+func freePorts(n int) ([]int, error) {
+	portMu.Lock()
+	defer portMu.Unlock()
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		if portsGiven[port] {
+			continue
+		}
+		portsGiven[port] = true
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
