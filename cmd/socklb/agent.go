@@ -127,6 +127,9 @@ func runAgent(args []string) error {
 
 	health := agent.NewHealth(f.healthTimeout)
 	metrics := agent.NewMetrics()
+	if err := metrics.CollectServiceStats(func() ([]datapath.ServiceDump, error) { return datapath.Dump(f.bpffsPath) }); err != nil {
+		return fmt.Errorf("registering per-Service connection metrics: %w", err)
+	}
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
 		return err
 	} else if addr != nil {
