@@ -78,3 +78,25 @@ func TestCleanupDetaches(t *testing.T) {
 		t.Fatalf("after cleanup the ClusterIP still answered: %+v", res)
 	}
 }
+
+// TestBpftoolDumpsNamedFields: every map is BTF-typed, so the standard tool
+// prints its keys and values with field names.
+func TestBpftoolDumpsNamedFields(t *testing.T) {
+	e := startEcho(t)
+	for m, fields := range map[string][]string{
+		"services": {`"svc_id"`, `"count"`, `"generation"`},
+		"slots":    {`"slot"`},
+		"backends": {`"addr"`, `"port"`},
+		"stats":    {`"connects"`},
+	} {
+		out, err := exec.Command("bpftool", "-j", "map", "dump", "pinned", e.fs.Path()+"/maps/"+m).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bpftool map dump %s: %v\n%s", m, err, out)
+		}
+		for _, f := range fields {
+			if !strings.Contains(string(out), f) {
+				t.Errorf("bpftool dump of %s lacks field %s:\n%.600s", m, f, out)
+			}
+		}
+	}
+}
