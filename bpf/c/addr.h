@@ -28,4 +28,11 @@ static __always_inline int addr_is_v4(const __u8 addr[16])
 	return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
 }
 
+static __always_inline int addr_eq(const __u8 a[16], const __u8 b[16])
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
 #endif

@@ -5,6 +5,7 @@
 #ifndef SOCKLB_LB_H
 #define SOCKLB_LB_H
 
+#include "addr.h"
 #include "maps.h"
 
 #define SOCKLB_ECONNREFUSED 111
@@ -80,6 +81,8 @@ static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client
 		return 0;
 	if (!bpf_map_lookup_elem(&backends, &av->backend_id))
 		return 0;
+	/* In place: the timeout runs from the client's last connection. */
+	av->last_used = now;
 	return av->backend_id;
 }
 
@@ -99,7 +102,7 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 {
 	struct svc_key key = {};
 	struct revnat_key rkey = {};
-	struct revnat_value rval = {};
+	struct revnat_value rval = {}, *cur;
 	struct svc_value *svc;
 	struct backend *be = NULL;
 	__u32 *backend_id = NULL;
@@ -132,6 +135,7 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 					svc_id = svc->svc_id;
 					break;
 				}
+				sticky = 0;
 			}
 		}
 		sk.svc_id = svc->svc_id;
@@ -150,7 +154,7 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	 * is honest (the service exists) and the client may retry. */
 	if (!be || !backend_id)
 		return LB_REFUSE;
-	if (timeout)
+	if (timeout && !sticky)
 		lb_stick(svc_id, req->client, *backend_id, now);
 
 	rkey.cookie = req->cookie;
@@ -159,7 +163,12 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	__builtin_memcpy(rval.addr, req->addr, sizeof(rval.addr));
 	rval.port = req->port;
 	rval.svc_id = svc_id;
-	bpf_map_update_elem(&revnat, &rkey, &rval, BPF_ANY);
+	/* An unconnected UDP socket sends many datagrams to one backend:
+	 * a lookup (which also keeps the LRU entry warm) is cheaper than
+	 * rewriting the entry under its bucket lock every time. */
+	cur = bpf_map_lookup_elem(&revnat, &rkey);
+	if (!cur || cur->port != rval.port || cur->svc_id != svc_id || !addr_eq(cur->addr, rval.addr))
+		bpf_map_update_elem(&revnat, &rkey, &rval, BPF_ANY);
 
 	__builtin_memcpy(req->addr, be->addr, sizeof(req->addr));
 	req->port = be->port;
