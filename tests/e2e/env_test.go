@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/tests/cluster"
 	"github.com/socklb/socklb/tests/lab"
 )
 
@@ -34,7 +35,7 @@ type env struct {
 	lab     *lab.Lab
 	cg      *lab.Cgroup
 	fs      *lab.BPFFS
-	agent   *proc
+	agent   *cluster.Proc
 	ready   time.Time // when the agent had finished its first sync
 	logDir  string
 	healthz string // host:port
@@ -65,15 +66,15 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 		t.Fatal(err)
 	}
 
-	ns, err := cp.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}, metav1.CreateOptions{})
+	ns, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.ns = ns.Name
 	// The ServiceAccount admission plugin refuses Pods until the
 	// ServiceAccount controller has made the namespace's "default".
-	if err := cp.kcm.waitFor("ServiceAccount "+e.ns+"/default", 30*time.Second, func() error {
-		_, err := cp.admin.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
+	if err := cp.KCM.WaitFor("ServiceAccount "+e.ns+"/default", 30*time.Second, func() error {
+		_, err := cp.Admin.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -83,28 +84,28 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 		// namespace controller can empty the namespace.
 		bg := context.Background()
 		zero := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
-		check(t, cp.admin.CoreV1().Pods(e.ns).DeleteCollection(bg, zero, metav1.ListOptions{}))
-		check(t, ignoreNotFound(cp.admin.CoreV1().Namespaces().Delete(bg, e.ns, metav1.DeleteOptions{})))
+		check(t, cp.Admin.CoreV1().Pods(e.ns).DeleteCollection(bg, zero, metav1.ListOptions{}))
+		check(t, cluster.IgnoreNotFound(cp.Admin.CoreV1().Namespaces().Delete(bg, e.ns, metav1.DeleteOptions{})))
 	})
 	// Registered last, so it runs first: stop the agent, then detach.
 	t.Cleanup(func() {
 		if e.agent == nil {
 			return
 		}
-		e.agent.stop(10 * time.Second)
+		e.agent.Stop(10 * time.Second)
 		// The ServiceAccount's RBAC is enough: nothing was ever denied.
-		if b, err := os.ReadFile(e.agent.logPath); err != nil {
+		if b, err := os.ReadFile(e.agent.LogPath); err != nil {
 			t.Error(err)
 		} else if bytes.Contains(bytes.ToLower(b), []byte("forbidden")) {
-			t.Errorf("the agent was denied something with the ServiceAccount of deploy/rbac.yaml:\n%s", e.agent.tail(30))
+			t.Errorf("the agent was denied something with the ServiceAccount of deploy/rbac.yaml:\n%s", e.agent.Tail(30))
 		}
 		out, err := exec.Command(socklbBin, "cleanup", "--bpffs-path", e.fs.Path()).CombinedOutput()
 		if err != nil {
 			t.Errorf("socklb cleanup: %v: %s", err, out)
 		}
 		if t.Failed() {
-			t.Logf("agent log (%s):\n%s", e.agent.logPath, e.agent.tail(60))
-			if err := cp.alive(); err != nil {
+			t.Logf("agent log (%s):\n%s", e.agent.LogPath, e.agent.Tail(60))
+			if err := cp.Alive(); err != nil {
 				t.Log(err)
 			}
 		}
@@ -124,13 +125,13 @@ func check(t *testing.T, err error) {
 // the test's cgroup and bpffs.
 func (e *env) startAgent() {
 	e.t.Helper()
-	ports, err := freePorts(2)
+	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.healthz, e.metrics = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	logPath := filepath.Join(e.logDir, "socklb-agent.log")
-	e.agent, err = startProc("socklb agent", logPath, socklbBin, "agent",
+	e.agent, err = cluster.StartProc("socklb agent", logPath, socklbBin, "agent",
 		"--kubeconfig", agentKubeconfig,
 		"--node-name", nodeName,
 		"--cgroup-path", e.cg.Path(),
@@ -141,14 +142,14 @@ func (e *env) startAgent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.agent.waitFor("/healthz", 30*time.Second, func() error {
+	if err := e.agent.WaitFor("/healthz", 30*time.Second, func() error {
 		_, _, err := e.get(e.healthz, "/healthz")
 		return err
 	}); err != nil {
 		e.t.Fatal(err)
 	}
 	// The first sync: the informer caches are synced and the sync loop runs.
-	if err := e.agent.waitFor("the first sync", 30*time.Second, func() error {
+	if err := e.agent.WaitFor("the first sync", 30*time.Second, func() error {
 		if v, _ := e.metric("socklb_sync_proxy_rules_last_timestamp_seconds"); v == 0 {
 			return fmt.Errorf("no sync yet")
 		}
@@ -209,7 +210,7 @@ func (e *env) createPod(name, app, ip string, ready bool) time.Time {
 			Containers: []corev1.Container{{Name: "server", Image: "registry.k8s.io/pause:3.10", Ports: podPorts}},
 		},
 	}
-	if _, err := cp.admin.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Admin.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 	return e.setPodStatus(name, ip, ready)
@@ -217,7 +218,7 @@ func (e *env) createPod(name, app, ip string, ready bool) time.Time {
 
 func (e *env) setPodStatus(name, ip string, ready bool) time.Time {
 	e.t.Helper()
-	pods := cp.admin.CoreV1().Pods(e.ns)
+	pods := cp.Admin.CoreV1().Pods(e.ns)
 	pod, err := pods.Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -258,7 +259,7 @@ func (e *env) setPodStatus(name, ip string, ready bool) time.Time {
 func (e *env) deletePod(name string, grace int64) time.Time {
 	e.t.Helper()
 	at := time.Now()
-	err := cp.admin.CoreV1().Pods(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)})
+	err := cp.Admin.CoreV1().Pods(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func (e *env) createService(name, app string) (*corev1.Service, time.Time) {
 		},
 	}
 	at := time.Now()
-	svc, err := cp.admin.CoreV1().Services(e.ns).Create(e.ctx, svc, metav1.CreateOptions{})
+	svc, err := cp.Admin.CoreV1().Services(e.ns).Create(e.ctx, svc, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func (e *env) createService(name, app string) (*corev1.Service, time.Time) {
 func (e *env) deleteService(name string) time.Time {
 	e.t.Helper()
 	at := time.Now()
-	if err := cp.admin.CoreV1().Services(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := cp.Admin.CoreV1().Services(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 	return at
@@ -360,8 +361,8 @@ func (e *env) waitMaps(what string, since time.Time, done func() (bool, string))
 			}
 			return
 		}
-		if !e.agent.alive() {
-			e.t.Fatal(e.agent.exitedErr())
+		if !e.agent.Alive() {
+			e.t.Fatal(e.agent.ExitedErr())
 		}
 		if time.Now().After(deadline) {
 			out, _ := exec.Command(socklbBin, "inspect", "--bpffs-path", e.fs.Path()).CombinedOutput()

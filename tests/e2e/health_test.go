@@ -69,7 +69,7 @@ func TestHealthzFollowsNode(t *testing.T) {
 		t.Errorf("healthy /healthz body %+v", h)
 	}
 
-	nodes := cp.admin.CoreV1().Nodes()
+	nodes := cp.Admin.CoreV1().Nodes()
 	taint := func(add bool) {
 		t.Helper()
 		n, err := nodes.Get(e.ctx, nodeName, metav1.GetOptions{})

@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/socklb/socklb/tests/cluster"
 	"github.com/socklb/socklb/tests/lab"
 )
 
@@ -52,7 +52,7 @@ var (
 
 	root            string // module root
 	socklbBin       string
-	cp              *controlPlane
+	cp              *cluster.ControlPlane
 	agentKubeconfig string
 )
 
@@ -70,7 +70,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tools, reason := findTools()
+	tools, reason := cluster.ToolsDir(root)
 	switch {
 	case os.Geteuid() != 0:
 		skipReason = "needs root: runs network namespaces, a child cgroup, BPF and a control plane (CI runs `make e2e` as root)"
@@ -113,8 +113,9 @@ func run(m *testing.M) int {
 	}
 
 	start := time.Now()
-	cp, setupErr = startControlPlane(tools, dir)
-	defer cp.stop()
+	cluster.Logf = logf
+	cp, setupErr = cluster.Start(tools, dir)
+	defer cp.Stop()
 	if setupErr == nil {
 		setupErr = setupCluster(dir)
 	}
@@ -123,7 +124,7 @@ func run(m *testing.M) int {
 		setupErr = fmt.Errorf("control plane: %w", setupErr)
 		fmt.Fprintln(os.Stderr, setupErr)
 		if cp != nil {
-			fmt.Fprint(os.Stderr, cp.logTails(30))
+			fmt.Fprint(os.Stderr, cp.LogTails(30))
 		}
 	} else {
 		logf("control plane up in %s (tools: %s)", time.Since(start).Round(time.Millisecond), tools)
@@ -136,25 +137,6 @@ func run(m *testing.M) int {
 	return code
 }
 
-// findTools returns the directory of the control plane binaries, or why
-// the tests cannot run.
-func findTools() (dir, reason string) {
-	dir = os.Getenv("SOCKLB_E2E_TOOLS")
-	if dir == "" {
-		out, err := exec.Command("sh", filepath.Join(root, "tests/e2e/tools/build.sh"), "--dir").Output()
-		if err != nil {
-			return "", fmt.Sprintf("cannot locate the control plane binaries (tests/e2e/tools/build.sh --dir: %v)", err)
-		}
-		dir = strings.TrimSpace(string(out))
-	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Sprintf("control plane binaries not built (%s missing in %s): run `make e2e-tools` (cold: ~15 min), or `make e2e`", b, dir)
-		}
-	}
-	return dir, ""
-}
-
 // setupCluster makes what every test shares: this node's Node object, the
 // RBAC of deploy/rbac.yaml (applied for real with kubectl), and a
 // kubeconfig holding a token of its ServiceAccount for the agent.
@@ -162,25 +144,25 @@ func setupCluster(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}}}
-	if _, err := cp.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Node %s: %w", nodeName, err)
 	}
 	if out, err := kubectl("apply", "-f", filepath.Join(root, "deploy/rbac.yaml")); err != nil {
 		return fmt.Errorf("kubectl apply -f deploy/rbac.yaml: %w\n%s", err, out)
 	}
-	tr, err := cp.admin.CoreV1().ServiceAccounts(saNamespace).CreateToken(ctx, saName, &authenticationv1.TokenRequest{
+	tr, err := cp.Admin.CoreV1().ServiceAccounts(saNamespace).CreateToken(ctx, saName, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3 * 3600)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("TokenRequest for %s/%s: %w", saNamespace, saName, err)
 	}
 	agentKubeconfig = filepath.Join(dir, "socklb.kubeconfig")
-	return writeKubeconfig(agentKubeconfig, cp.server, cp.pki.caPEM, "system:serviceaccount:"+saNamespace+":"+saName, tr.Status.Token)
+	return cluster.WriteKubeconfig(agentKubeconfig, cp.Server, cp.PKI.CAPEM, "system:serviceaccount:"+saNamespace+":"+saName, tr.Status.Token)
 }
 
 // kubectl runs the real kubectl as the cluster admin.
 func kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(cp.tools, "kubectl"), append([]string{"--kubeconfig", cp.adminKubeconfig}, args...)...)
+	cmd := exec.Command(filepath.Join(cp.Tools, "kubectl"), append([]string{"--kubeconfig", cp.AdminKubeconfig}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -197,7 +179,7 @@ func needCluster(t *testing.T) {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	if err := cp.alive(); err != nil {
+	if err := cp.Alive(); err != nil {
 		t.Fatal(err)
 	}
 }

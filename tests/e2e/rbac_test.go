@@ -43,7 +43,7 @@ var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "de
 func TestServiceAccountHasExactlyDeployRBAC(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	lists, err := cp.admin.Discovery().ServerPreferredResources()
+	lists, err := cp.Admin.Discovery().ServerPreferredResources()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestServiceAccountHasExactlyDeployRBAC(t *testing.T) {
 						Namespace: c.namespace, Verb: c.verb, Group: c.gr.Group, Resource: c.gr.Resource, Subresource: c.sub,
 					},
 				}}
-				r, err := cp.admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+				r, err := cp.Admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 				if err != nil {
 					t.Error(err)
 					return

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the real control plane for tests/e2e from its Go modules (this
-# directory's go.mod): etcd, kube-apiserver, kube-controller-manager, kubectl.
+# directory's go.mod): etcd, kube-apiserver, kube-controller-manager, kubectl,
+# and kube-proxy (the baseline of the benchmarks, bench/).
 #
 #   build.sh          build what is missing into the cache dir, one at a time
 #   build.sh --dir    print the cache dir and exit (the tests use this)
@@ -63,4 +64,5 @@ build etcd ./etcd "-s -w"
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kldflags"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$kldflags"
+build kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$kldflags"
 echo "e2e-tools: $dir"

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"bytes"
@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// proc is a process this test started: etcd, kube-apiserver,
+// Proc is a process a test started: etcd, kube-apiserver,
 // kube-controller-manager or a socklb agent. It is only ever stopped by its
 // own PID. Its output goes to a log file for the failure report.
-type proc struct {
-	name    string
+type Proc struct {
+	Name    string
 	cmd     *exec.Cmd
-	logPath string
+	LogPath string // its stdout and stderr
 	log     *os.File
 	exited  chan struct{}
 	waitErr error
@@ -40,15 +40,26 @@ var spawner = func() chan func() {
 	return ch
 }()
 
-func startProc(name, logPath string, bin string, args ...string) (*proc, error) {
+// StartProc starts bin with args, its output to logPath, with
+// PR_SET_PDEATHSIG so that it dies with this process.
+func StartProc(name, logPath string, bin string, args ...string) (*Proc, error) {
+	return StartProcCmd(name, logPath, exec.Command(bin, args...))
+}
+
+// StartProcCmd is StartProc for a prepared command (its Stdout, Stderr and
+// Pdeathsig are set here; other SysProcAttr fields are kept).
+func StartProcCmd(name, logPath string, cmd *exec.Cmd) (*Proc, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, logPath: logPath, log: logf, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
+	p := &Proc{Name: name, LogPath: logPath, log: logf, exited: make(chan struct{})}
+	p.cmd = cmd
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.cmd.SysProcAttr == nil {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	p.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	done := make(chan error, 1)
 	spawner <- func() { done <- p.cmd.Start() }
 	if err := <-done; err != nil {
@@ -63,10 +74,11 @@ func startProc(name, logPath string, bin string, args ...string) (*proc, error) 
 	return p, nil
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
-// alive reports whether the process is still running.
-func (p *proc) alive() bool {
+// Alive reports whether the process is still running.
+func (p *Proc) Alive() bool {
 	select {
 	case <-p.exited:
 		return false
@@ -75,10 +87,10 @@ func (p *proc) alive() bool {
 	}
 }
 
-// stop sends SIGTERM to the process (by PID), waits up to grace, then
+// Stop sends SIGTERM to the process (by PID), waits up to grace, then
 // SIGKILLs it. Safe to call more than once.
-func (p *proc) stop(grace time.Duration) {
-	if p == nil || !p.alive() {
+func (p *Proc) Stop(grace time.Duration) {
+	if p == nil || !p.Alive() {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -90,9 +102,9 @@ func (p *proc) stop(grace time.Duration) {
 	}
 }
 
-// tail returns the last n lines of the process's log.
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
+// Tail returns the last n lines of the process's log.
+func (p *Proc) Tail(n int) string {
+	b, _ := os.ReadFile(p.LogPath)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -100,43 +112,43 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// logContains reports whether the log has s.
-func (p *proc) logContains(s string) bool {
-	b, _ := os.ReadFile(p.logPath)
+// LogContains reports whether the log has s.
+func (p *Proc) LogContains(s string) bool {
+	b, _ := os.ReadFile(p.LogPath)
 	return bytes.Contains(b, []byte(s))
 }
 
-// exitedErr describes an unexpected exit, with the end of the log.
-func (p *proc) exitedErr() error {
-	return fmt.Errorf("%s (pid %d) exited: %v\n--- last lines of %s:\n%s", p.name, p.pid(), p.waitErr, p.logPath, p.tail(40))
+// ExitedErr describes an unexpected exit, with the end of the log.
+func (p *Proc) ExitedErr() error {
+	return fmt.Errorf("%s (pid %d) exited: %v\n--- last lines of %s:\n%s", p.Name, p.Pid(), p.waitErr, p.LogPath, p.Tail(40))
 }
 
-// waitFor polls cond every 50 ms until it returns nil, the process exits,
+// WaitFor polls cond every 50 ms until it returns nil, the process exits,
 // or the timeout passes.
-func (p *proc) waitFor(what string, timeout time.Duration, cond func() error) error {
+func (p *Proc) WaitFor(what string, timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		if !p.alive() {
-			return p.exitedErr()
+		if !p.Alive() {
+			return p.ExitedErr()
 		}
 		if last = cond(); last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %s not ready within %s: %v\n--- last lines of %s:\n%s", p.name, what, timeout, last, p.logPath, p.tail(40))
+			return fmt.Errorf("%s: %s not ready within %s: %v\n--- last lines of %s:\n%s", p.Name, what, timeout, last, p.LogPath, p.Tail(40))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free
+// FreePorts returns n distinct free TCP ports on 127.0.0.1. They are free
 // when this returns; a process that binds them later races with the rest
 // of the machine, which is fine for tests that bind right away.
 var portMu sync.Mutex
 var portsGiven = map[int]bool{}
 
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
 	var ls []net.Listener
@@ -161,3 +173,6 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Exited is closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"crypto/ecdsa"
@@ -15,22 +15,23 @@ import (
 	"time"
 )
 
-// pki is what the API server needs: a CA, a serving certificate for
+// PKI is what the API server needs: a CA, a serving certificate for
 // 127.0.0.1 signed by it, and the service account signing key pair.
-type pki struct {
-	caCert, serverCert, serverKey string // file paths
-	saKey, saPub                  string
-	caPEM                         []byte
+type PKI struct {
+	CACert, ServerCert, ServerKey string // file paths
+	SAKey, SAPub                  string
+	CAPEM                         []byte
 }
 
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
 
-func newPKI(dir string) (*pki, error) {
-	p := &pki{
-		caCert: filepath.Join(dir, "ca.crt"), serverCert: filepath.Join(dir, "apiserver.crt"),
-		serverKey: filepath.Join(dir, "apiserver.key"), saKey: filepath.Join(dir, "sa.key"), saPub: filepath.Join(dir, "sa.pub"),
+// NewPKI writes a fresh CA, serving certificate and service account key pair into dir.
+func NewPKI(dir string) (*PKI, error) {
+	p := &PKI{
+		CACert: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "apiserver.crt"),
+		ServerKey: filepath.Join(dir, "apiserver.key"), SAKey: filepath.Join(dir, "sa.key"), SAPub: filepath.Join(dir, "sa.pub"),
 	}
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -38,7 +39,7 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "socklb-e2e-ca"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "socklb-test-ca"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
 	}
@@ -81,16 +82,16 @@ func newPKI(dir string) (*pki, error) {
 		path, typ string
 		der       []byte
 	}{
-		{p.caCert, "CERTIFICATE", caDER},
-		{p.serverCert, "CERTIFICATE", srvDER},
-		{p.serverKey, "EC PRIVATE KEY", srvKeyDER},
-		{p.saKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)},
-		{p.saPub, "PUBLIC KEY", saPubDER},
+		{p.CACert, "CERTIFICATE", caDER},
+		{p.ServerCert, "CERTIFICATE", srvDER},
+		{p.ServerKey, "EC PRIVATE KEY", srvKeyDER},
+		{p.SAKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)},
+		{p.SAPub, "PUBLIC KEY", saPubDER},
 	} {
 		if err := writePEM(f.path, f.typ, f.der); err != nil {
 			return nil, err
 		}
 	}
-	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	p.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	return p, nil
 }

@@ -1,0 +1,33 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+)
+
+// StopAPIServer stops kube-apiserver (etcd and the controllers stay), as an
+// outage or a control-plane upgrade does.
+func (cp *ControlPlane) StopAPIServer() {
+	cp.APIServer.Stop(10 * time.Second)
+}
+
+// StartAPIServer starts kube-apiserver again with the same flags, port and
+// etcd, and waits until it is ready.
+func (cp *ControlPlane) StartAPIServer() error {
+	p, err := StartProc("kube-apiserver", filepath.Join(cp.Dir, fmt.Sprintf("kube-apiserver-%d.log", time.Now().UnixNano())),
+		filepath.Join(cp.Tools, "kube-apiserver"), cp.apiArgs...)
+	if err != nil {
+		return err
+	}
+	cp.APIServer = p
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cp.PKI.CAPEM)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return p.WaitFor("/readyz", 90*time.Second, func() error {
+		return HTTPOK(hc, cp.Server+"/readyz", cp.AdminToken, "ok")
+	})
+}
