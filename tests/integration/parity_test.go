@@ -198,3 +198,28 @@ func TestHostNSOnlyLeavesPodsAlone(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestTopologyHintsPreferThisZone: every endpoint carries a zone hint and
+// one names this node's zone (from its Node object): only that one is used,
+// as kube-proxy does; a Service whose hints name no zone here uses all.
+func TestTopologyHintsPreferThisZone(t *testing.T) {
+	hinted := func(zones ...string) []ep {
+		eps := allReady("node-a")
+		for i := range eps {
+			eps[i].zone = zones[i]
+		}
+		return eps
+	}
+	e := startWith(t, threePods, map[string]string{
+		"node.yaml":  nodeYAML("node-a", "192.168.50.10", "zone-a"),
+		"near.yaml":  svcSpec{name: "near", clusterIPs: []string{vip}}.yaml(hinted("zone-a", "zone-b", "zone-b")...),
+		"other.yaml": svcSpec{name: "other", clusterIPs: []string{"10.96.0.50"}}.yaml(hinted("zone-c", "zone-b", "zone-b")...),
+	})
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.96.0.50:80/TCP")
+	if res := tcpN(t, e, e.client(), vip+":80", 30); res.Replies["pod1"] != 30 {
+		t.Fatalf("hints for zone-a: replies %v errors %v, want all on pod1", res.Replies, res.Errors)
+	}
+	if res := tcpN(t, e, e.client(), "10.96.0.50:80", 60); len(res.Replies) != 3 {
+		t.Fatalf("no hint for this zone: replies %v errors %v, want all three pods", res.Replies, res.Errors)
+	}
+}

@@ -22,6 +22,7 @@ type ep struct {
 	ip                          string
 	node                        string
 	ready, serving, terminating bool
+	zone                        string // hints.forZones, when set
 }
 
 func readyEP(ip, node string) ep { return ep{ip: ip, node: node, ready: true, serving: true} }
@@ -84,6 +85,9 @@ func (s svcSpec) yaml(eps ...ep) string {
 		b.WriteString("endpoints:\n")
 		for _, e := range these {
 			fmt.Fprintf(&b, "- addresses: [\"%s\"]\n  nodeName: %s\n  conditions: {ready: %t, serving: %t, terminating: %t}\n", e.ip, e.node, e.ready, e.serving, e.terminating)
+			if e.zone != "" {
+				fmt.Fprintf(&b, "  hints: {forZones: [{name: %s}]}\n", e.zone)
+			}
 		}
 	}
 	return b.String()
