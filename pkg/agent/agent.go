@@ -221,11 +221,11 @@ func (a *Agent) reportProblems(problems []servicemap.Problem) {
 		s := p.String()
 		seen[s] = true
 		if !a.lastProblems[s] {
-			a.Log.Warn("skipping unusable object", "kind", p.Kind, "object", p.Object.String(), "reason", p.Reason)
+			a.Log.Warn("skipping unusable object", "kind", p.Kind, "object", p.ObjectName(), "reason", p.Reason)
 		}
 	}
 	a.lastProblems = seen
-	a.Metrics.setProblems(len(problems))
+	a.Metrics.setProblems(problems)
 }
 
 func (a *Agent) reportFailures(res datapath.ApplyResult) {

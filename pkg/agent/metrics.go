@@ -30,7 +30,7 @@ type Metrics struct {
 	programmedBE       prometheus.Gauge
 	services           prometheus.Gauge
 	noLocalEndpoints   *prometheus.GaugeVec
-	problems           prometheus.Gauge
+	problems           *prometheus.GaugeVec
 	failures           prometheus.Counter
 	upserts            prometheus.Counter
 	removals           prometheus.Counter
@@ -111,10 +111,10 @@ func NewMetrics() *Metrics {
 			Name: "socklb_sync_proxy_rules_no_local_endpoints_total",
 			Help: "Services with a Local traffic policy that have endpoints but none on this node (kubeproxy_sync_proxy_rules_no_local_endpoints_total).",
 		}, []string{"traffic_policy"}),
-		problems: prometheus.NewGauge(prometheus.GaugeOpts{
+		problems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "socklb_unusable_objects",
-			Help: "Objects (or parts) skipped in the last sync because they could not be used; the agent log names each.",
-		}),
+			Help: "Problems found in the last sync per object (or part of one) that could not be used and was skipped; the agent log gives each reason.",
+		}, []string{"kind", "object"}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_map_update_errors_total",
 			Help: "Frontends that could not be written to the BPF maps, counted per sync attempt (kubeproxy_sync_proxy_rules_iptables_restore_failures_total).",
@@ -203,6 +203,13 @@ func (m *Metrics) observeProgramming(d time.Duration) {
 	m.networkProgramming.Observe(d.Seconds())
 }
 
-func (m *Metrics) setProblems(n int) { m.problems.Set(float64(n)) }
+// setProblems names every object skipped by the last sync: the set is small
+// (bad input), and an alert can say which object to fix.
+func (m *Metrics) setProblems(problems []servicemap.Problem) {
+	m.problems.Reset()
+	for _, p := range problems {
+		m.problems.WithLabelValues(p.Kind, p.ObjectName()).Inc()
+	}
+}
 
 func (m *Metrics) addFailures(n int) { m.failures.Add(float64(n)) }

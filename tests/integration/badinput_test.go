@@ -57,6 +57,12 @@ endpoints: [{addresses: [10.244.1.11]}]
 	if res := tcpN(t, e, e.client(), vip+":80", 10); res.OK != 10 {
 		t.Fatalf("the good Service beside bad input: %v", res.Errors)
 	}
+	metrics := e.scrape()
+	for _, w := range []string{`socklb_unusable_objects{kind="Service",object="default/badip"} 1`, `object="default/orphan"`} {
+		if !strings.Contains(metrics, w) {
+			t.Errorf("metrics lack %s", w)
+		}
+	}
 	if out := e.inspect(); strings.Contains(out, "10.96.0.31") {
 		t.Errorf("a port with an unknown protocol was programmed:\n%s", out)
 	}

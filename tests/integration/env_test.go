@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,4 +214,23 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// scrape fetches the agent's /metrics, at the address it logged.
+func (e *env) scrape() string {
+	e.t.Helper()
+	m := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(e.agentLog())
+	if m == nil {
+		e.t.Fatalf("the agent did not log its metrics address:\n%s", e.agentLog())
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
 }
