@@ -43,6 +43,8 @@ type Agent struct {
 	// failed to program some frontend; zero means the defaults.
 	RetryMin, RetryMax time.Duration
 
+	// cache keeps each unchanged Service's result between syncs.
+	cache servicemap.Cache
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[string]bool
 	lastFailed   map[servicemap.FrontendKey]string
@@ -144,7 +146,7 @@ func (a *Agent) sync() bool {
 	a.seen = cur
 	a.snapMu.Unlock()
 
-	state, problems := servicemap.Build(in)
+	state, problems := a.cache.Build(in)
 	a.reportProblems(problems)
 	res := a.Datapath.Apply(state)
 	a.reportFailures(res)

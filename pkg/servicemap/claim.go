@@ -36,7 +36,7 @@ func claimRank(k Kind) int {
 // so a stable sort by rank is enough.
 func (b *builder) claimAll(offers []offer) {
 	slices.SortStableFunc(offers, func(x, y offer) int { return cmp.Compare(claimRank(x.fe.Kind), claimRank(y.fe.Kind)) })
-	owner := map[FrontendKey]offer{}
+	owner := make(map[FrontendKey]offer, len(offers))
 	for _, o := range offers {
 		key := o.fe.Key
 		prev, taken := owner[key]

@@ -120,6 +120,15 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("Build modified its input")
 		}
 
+		// The cache gives what Build gives, cold and warm.
+		var c Cache
+		for round := 0; round < 2; round++ {
+			cst, cps := c.Build(in)
+			if !statesEqual(st, cst) || !slices.Equal(renderProblems(ps), renderProblems(cps)) {
+				t.Fatalf("Cache.Build round %d differs from Build:\n%q\n%q", round, render(st), render(cst))
+			}
+		}
+
 		// Only duplicate Service names make the result order-dependent
 		// (the first copy wins); slices of one name merge either way.
 		names := map[string]bool{}
