@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build generate check-generated test unit fuzz demo vet clean e2e e2e-tools
+.PHONY: all build generate check-generated test unit fuzz demo vet clean e2e e2e-tools bench bench-smoke bench-report bench-ci
 
 all: build
 
@@ -27,11 +27,11 @@ vet:
 # Every layer: unit tests, BPF_PROG_TEST_RUN tests, netns integration tests,
 # and e2e against a real control plane (run once, by the e2e target).
 # As non-root the kernel-facing tests skip and say why; CI runs as root.
-test: vet fuzz e2e
+test: vet fuzz e2e bench-ci
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v /tests/e2e)
 
-# etcd, kube-apiserver, kube-controller-manager and kubectl built from their
-# Go modules (tests/e2e/tools), one at a time, cached under
+# etcd, kube-apiserver, kube-controller-manager, kubectl and kube-proxy (for
+# the benchmarks) built from their Go modules (tests/e2e/tools), one at a time, cached under
 # ${XDG_CACHE_HOME:-~/.cache}/socklb-e2e: ~15 min cold, instant after.
 e2e-tools:
 	sh tests/e2e/tools/build.sh
@@ -56,3 +56,43 @@ demo: build
 
 clean:
 	rm -rf bin
+
+# Benchmarks: socklb side by side with the real kube-proxy (iptables and
+# nftables modes, built into the tools directory with the control plane)
+# and with direct pod IPs, every dataplane in its own netns lab, all fed by
+# one real API server. Needs root, iptables, nftables and socat. Writes
+# $(BENCH_OUT)/<date>.json and latest.json, then BENCHMARKS.md and its plots
+# from them. Sizes, rounds and changes are flags: the smoke run and the full
+# run share the code. Figures are reported, never asserted.
+BENCH_SIZES   ?= 100,1000,10000,30000
+BENCH_ROUNDS  ?= 5
+BENCH_CHANGES ?= 50
+# A dataplane that has not programmed all Services by then gets null
+# figures (kube-proxy iptables mode at 10 000 Services, on 2 CPUs).
+BENCH_SYNC_TIMEOUT ?= 5m
+BENCH_FLAGS   ?=
+BENCH_OUT     ?= bench/results
+BENCH_MD      ?= BENCHMARKS.md
+
+bench: e2e-tools
+	$(GO) run ./bench/cmd/socklb-bench --sizes $(BENCH_SIZES) --rounds $(BENCH_ROUNDS) --changes $(BENCH_CHANGES) --connects 5000 --udp 10000 --sync-timeout $(BENCH_SYNC_TIMEOUT) --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(MAKE) bench-report
+
+# N=100, one round, a few changes: a few minutes once the tools are built.
+# By hand it writes bench/results and BENCHMARKS.md; `make test` runs it
+# through bench-ci, into a scratch directory, so that the committed results
+# stay those of the last real run.
+bench-smoke: e2e-tools
+	$(GO) run ./bench/cmd/socklb-bench --sizes 100 --rounds 1 --changes 5 --connects 1000 --udp 2000 --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(MAKE) bench-report
+
+# BENCHMARKS.md and the PNG plots from $(BENCH_OUT)/latest.json. The plotting
+# library lives in bench/report's own module, not in the product's go.mod.
+bench-report:
+	cd bench/report && GOWORK=off $(GO) run . -in $(abspath $(BENCH_OUT))/latest.json -md $(abspath $(BENCH_MD)) -plots $(abspath $(BENCH_OUT)) -notes $(abspath bench/NOTES.md)
+
+BENCH_CI_DIR ?= $(or $(TMPDIR),/tmp)/socklb-bench-ci
+bench-ci:
+	rm -rf $(BENCH_CI_DIR)
+	$(MAKE) bench-smoke BENCH_OUT=$(BENCH_CI_DIR) BENCH_MD=$(BENCH_CI_DIR)/BENCHMARKS.md
+	rm -rf $(BENCH_CI_DIR)

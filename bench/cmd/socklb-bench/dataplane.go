@@ -1,0 +1,453 @@
+package main
+
+// One dataplane in its own netns lab: the lab (a client namespace and the
+// target, pa and pb pod namespaces, no default route anywhere), the
+// dataplane (none, the socklb agent on a fresh child cgroup and a private
+// bpffs, or kube-proxy inside the client namespace), and the measuring
+// client inside the client namespace.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/tests/lab"
+)
+
+type dataplane struct {
+	name    string // direct, socklb, iptables, nftables
+	cfg     *config
+	cp      *cluster.ControlPlane
+	dir     string
+	lab     *lab.Lab
+	cli     *lab.Client
+	cg      *lab.Cgroup
+	fs      *lab.BPFFS
+	agent   *cluster.Proc // socklb or kube-proxy
+	socat   *cluster.Proc
+	metrics string // socklb's metrics address
+	client  *clientProc
+	undo    []func() error
+	// unsynced says why the dataplane was not measured (no full sync
+	// within --sync-timeout); empty when it was.
+	unsynced string
+}
+
+func (d *dataplane) push(f func() error) { d.undo = append(d.undo, f) }
+
+// close undoes everything in reverse order and returns every error.
+func (d *dataplane) close() error {
+	var errs []error
+	for i := len(d.undo) - 1; i >= 0; i-- {
+		if err := d.undo[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.undo = nil
+	return errors.Join(errs...)
+}
+
+// newLab builds the lab and starts the pods' servers: each answers one
+// byte with its own letter (t, a, b), over TCP and UDP.
+func (d *dataplane) newLab() error {
+	var err error
+	d.lab, err = lab.New(lab.Config{Pods: []lab.PodSpec{
+		{Name: "t", IP: targetIP}, {Name: "a", IP: podAIP}, {Name: "b", IP: podBIP},
+	}})
+	if err != nil {
+		return err
+	}
+	d.push(d.lab.Close)
+	d.cli = d.lab.Client("")
+	for _, p := range d.lab.Pods() {
+		if err := d.serve(p.NetNS, p.Name[0]); err != nil {
+			return err
+		}
+	}
+	// Sequential clients reuse ports quickly; this is per namespace.
+	return run("ip", "netns", "exec", d.cli.NetNS, "sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1")
+}
+
+// serve runs the one-byte TCP and UDP servers of a pod: `socklb-bench
+// server <id>` in the pod's namespace, on the same CPU as the client (see
+// --cpu), so that a request/response is one CPU's work and runs vary less.
+func (d *dataplane) serve(ns string, id byte) error {
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(d.cfg.cpu), "ip", "netns", "exec", ns, d.cfg.self, "server", string(id))
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	p, err := cluster.StartProcCmd("server "+string(id), filepath.Join(d.dir, "server-"+string(id)+".log"), cmd)
+	if err != nil {
+		return err
+	}
+	d.push(func() error { p.Stop(5 * time.Second); return nil })
+	return p.WaitFor("listening", 10*time.Second, func() error {
+		return lab.InNetNS(ns, func() error {
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", tcpPort), time.Second)
+			if err == nil {
+				_, _ = c.Write([]byte{'?'})
+				c.Close()
+			}
+			return err
+		})
+	})
+}
+
+// serverMain is `socklb-bench server <id>`: answers every TCP connection's
+// byte and every UDP datagram with id, until killed.
+func serverMain(id string) error {
+	ln, err := net.Listen("tcp4", fmt.Sprintf(":%d", tcpPort))
+	if err != nil {
+		return err
+	}
+	pc, err := net.ListenPacket("udp4", fmt.Sprintf(":%d", udpPort))
+	if err != nil {
+		return err
+	}
+	reply := []byte(id[:1])
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(reply, from)
+		}
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			var b [1]byte
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(c, b[:]); err == nil {
+				_, _ = c.Write(reply)
+			}
+			c.Close()
+		}()
+	}
+}
+
+// start starts the dataplane and returns when it is started (not synced).
+func (d *dataplane) start(ctx context.Context) (startedAt time.Time, err error) {
+	switch d.name {
+	case "direct":
+		return time.Now(), nil
+	case "socklb":
+		return d.startSocklb()
+	case "iptables", "nftables":
+		return d.startKubeProxy(ctx)
+	}
+	return time.Time{}, fmt.Errorf("unknown dataplane %q", d.name)
+}
+
+func (d *dataplane) startSocklb() (time.Time, error) {
+	var err error
+	if d.cg, err = lab.NewCgroup(); err != nil {
+		return time.Time{}, err
+	}
+	d.push(d.cg.Close)
+	if d.fs, err = lab.NewBPFFS(); err != nil {
+		return time.Time{}, err
+	}
+	d.push(d.fs.Close)
+	ports, err := cluster.FreePorts(2)
+	if err != nil {
+		return time.Time{}, err
+	}
+	d.metrics = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	// Registered before the agent starts, run after it stopped: detach.
+	d.push(func() error {
+		out, err := exec.Command(d.cfg.socklb, "cleanup", "--bpffs-path", d.fs.Path()).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("socklb cleanup: %v: %s", err, out)
+		}
+		return nil
+	})
+	at := time.Now()
+	d.agent, err = cluster.StartProc("socklb agent", filepath.Join(d.dir, "socklb-agent.log"), d.cfg.socklb, "agent",
+		"--kubeconfig", d.cp.AdminKubeconfig,
+		"--node-name", nodeName,
+		"--cgroup-path", d.cg.Path(),
+		"--bpffs-path", d.fs.Path(),
+		"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--metrics-bind-address", d.metrics,
+	)
+	if err != nil {
+		return at, err
+	}
+	d.push(func() error { d.agent.Stop(10 * time.Second); return nil })
+	return at, nil
+}
+
+// startKubeProxy runs the real kube-proxy inside the client namespace,
+// where its rules apply to the client's traffic and nowhere else. It
+// reaches the API server (127.0.0.1 of the host namespace) through socat:
+// a listener on 127.0.0.1:<port> inside the namespace whose every
+// connection is relayed by a socat in the API server's namespace.
+func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
+	ns := d.cli.NetNS
+	// kube-proxy DNATs in OUTPUT, after the route lookup: the ClusterIP
+	// range needs a route. Through the target pod's veth, so an
+	// untranslated packet ends in a lab namespace (which drops it).
+	if err := run("ip", "-n", ns, "route", "add", "10.96.0.0/16", "dev", "vpod1", "src", d.cli.IP.String()); err != nil {
+		return time.Time{}, err
+	}
+	port := strings.TrimPrefix(d.cp.Server[strings.LastIndex(d.cp.Server, ":"):], ":")
+	bridge := filepath.Join(d.dir, "apiserver-bridge.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec nsenter --net=/proc/%d/ns/net socat STDIO TCP:127.0.0.1:%s\n", d.cp.APIServer.Pid(), port)
+	if err := os.WriteFile(bridge, []byte(script), 0o755); err != nil {
+		return time.Time{}, err
+	}
+	var err error
+	d.socat, err = cluster.StartProc("socat", filepath.Join(d.dir, "socat.log"), "ip", "netns", "exec", ns,
+		"socat", fmt.Sprintf("TCP-LISTEN:%s,bind=127.0.0.1,fork,reuseaddr", port), "EXEC:"+bridge)
+	if err != nil {
+		return time.Time{}, err
+	}
+	d.push(func() error { d.socat.Stop(5 * time.Second); return nil })
+	if err := d.socat.WaitFor("the API server bridge", 10*time.Second, func() error {
+		return lab.InNetNS(ns, func() error {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}); err != nil {
+		return time.Time{}, err
+	}
+	kubeconfig := filepath.Join(d.dir, "kube-proxy.kubeconfig")
+	if err := cluster.WriteKubeconfig(kubeconfig, d.cp.Server, d.cp.PKI.CAPEM, "admin", d.cp.AdminToken); err != nil {
+		return time.Time{}, err
+	}
+	args := []string{"netns", "exec", ns, d.cfg.kubeProxy,
+		"--kubeconfig=" + kubeconfig,
+		"--proxy-mode=" + d.name,
+		"--hostname-override=" + nodeName,
+		"--cluster-cidr=10.244.0.0/16",
+		// Leave the machine's global sysctls alone.
+		"--conntrack-max-per-core=0",
+		"--conntrack-min=0",
+		"--conntrack-tcp-timeout-established=0s",
+		"--conntrack-tcp-timeout-close-wait=0s",
+		"--conntrack-udp-timeout=0s",
+		"--conntrack-udp-timeout-stream=0s",
+		"--oom-score-adj=0",
+		// In the namespace: nothing else listens there.
+		"--metrics-bind-address=127.0.0.1:10249",
+		"--healthz-bind-address=127.0.0.1:10256",
+		"--v=1",
+	}
+	at := time.Now()
+	d.agent, err = cluster.StartProc("kube-proxy "+d.name, filepath.Join(d.dir, "kube-proxy.log"), "ip", args...)
+	if err != nil {
+		return at, err
+	}
+	d.push(func() error { d.stopKubeProxy(); return nil })
+	return at, nil
+}
+
+// stopKubeProxy stops kube-proxy and then the iptables-restore or nft it
+// may have been running (a sync of 100 000 endpoints can outlive it).
+func (d *dataplane) stopKubeProxy() {
+	if !d.agent.Alive() {
+		return
+	}
+	var kids []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", d.agent.Pid()))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, pid)
+			}
+		}
+	}
+	d.agent.Stop(10 * time.Second)
+	for _, pid := range kids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// programmed counts the ClusterIP frontends the dataplane has programmed
+// (service ports with endpoints).
+func (d *dataplane) programmed() (int, error) {
+	switch d.name {
+	case "socklb":
+		f, err := d.metric("socklb_frontends_programmed")
+		return int(f), err
+	case "iptables":
+		out, err := exec.Command("ip", "netns", "exec", d.cli.NetNS, "iptables-save", "-t", "nat").Output()
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, l := range bytes.Split(out, []byte("\n")) {
+			if bytes.HasPrefix(l, []byte("-A KUBE-SERVICES ")) && bytes.Contains(l, []byte("-j KUBE-SVC-")) {
+				n++
+			}
+		}
+		return n, nil
+	case "nftables":
+		out, err := exec.Command("ip", "netns", "exec", d.cli.NetNS, "nft", "list", "map", "ip", "kube-proxy", "service-ips").Output()
+		if err != nil {
+			return 0, nil // not created yet
+		}
+		return bytes.Count(out, []byte("goto service-")), nil
+	}
+	return 0, nil
+}
+
+// metric reads one sample of the socklb agent's /metrics.
+func (d *dataplane) metric(name string) (float64, error) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + d.metrics + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /metrics", name)
+}
+
+// usage is the dataplane process's resident set and CPU time (its own and
+// its waited-for children's: kube-proxy's iptables-restore and nft runs).
+func (d *dataplane) usage() (rssMiB, cpuS float64, err error) {
+	pid := d.agent.Pid()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			rssMiB = kb / 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the ")" that ends comm: state is field 3; utime,
+	// stime, cutime, cstime are fields 14-17.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	var ticks float64
+	for _, i := range []int{14, 15, 16, 17} {
+		v, _ := strconv.ParseFloat(f[i-3], 64)
+		ticks += v
+	}
+	return rssMiB, ticks / 100, nil // USER_HZ is 100 on Linux
+}
+
+// addrs are where the client connects: the target's ClusterIP, or for
+// direct the target pod itself.
+func (d *dataplane) addrs(o *objects) (tcp, udp string) {
+	if d.name == "direct" {
+		return fmt.Sprintf("%s:%d", targetIP, tcpPort), fmt.Sprintf("%s:%d", targetIP, udpPort)
+	}
+	return o.targetVIP + ":80", o.targetVIP + ":53"
+}
+
+// --- the measuring client ----------------------------------------------------
+
+type clientProc struct {
+	ctx  context.Context
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	errb *bytes.Buffer
+}
+
+// startClient runs `socklb-bench client` in the client namespace, in cg
+// (placed there at clone time) unless cg is nil.
+func (d *dataplane) startClient(ctx context.Context, self string) error {
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(d.cfg.cpu), "ip", "netns", "exec", d.cli.NetNS, self, "client")
+	// No asynchronous preemption signals: they would interrupt the
+	// blocking socket calls the client measures.
+	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if d.cg != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = d.cg.FD()
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	c := &clientProc{ctx: ctx, cmd: cmd, in: in, out: bufio.NewScanner(out), errb: &bytes.Buffer{}}
+	cmd.Stderr = c.errb
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.client = c
+	d.push(func() error {
+		c.in.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		return nil
+	})
+	return nil
+}
+
+// do sends one request and waits for its answer; when ctx ends first (an
+// interrupt) it kills the client, so that the cleanups run at once.
+func (c *clientProc) do(req request) (response, error) {
+	b, _ := json.Marshal(req)
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		return response{}, fmt.Errorf("client: %w: %s", err, c.errb.String())
+	}
+	done := make(chan bool, 1)
+	go func() { done <- c.out.Scan() }()
+	var ok bool
+	select {
+	case ok = <-done:
+	case <-c.ctx.Done():
+		_ = c.cmd.Process.Kill()
+		<-done
+		return response{}, c.ctx.Err()
+	}
+	if !ok {
+		return response{}, fmt.Errorf("client exited: %v: %s", c.out.Err(), c.errb.String())
+	}
+	var r response
+	return r, json.Unmarshal(c.out.Bytes(), &r)
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package main
+
+// The API objects every dataplane is fed with: N Services, each a
+// ClusterIP with an EndpointSlice of 10 endpoints, written straight to the
+// API server (selector-less Services, as the EndpointSlice controller would
+// write them: writing 100 000 Pods instead would only measure the API
+// server). Two of them are real: "target" (its one endpoint is the lab's
+// target pod, TCP 80 -> 8080 and UDP 53 -> 5353) and "probe" (one endpoint
+// that flips between pods pa and pb: the programming-latency probe).
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	benchNS   = "bench"
+	nodeName  = "node-a"
+	managedBy = "socklb-bench"
+	// Lab pods, the same addresses in every dataplane's lab.
+	targetIP = "10.244.1.10"
+	podAIP   = "10.244.1.11"
+	podBIP   = "10.244.1.12"
+	tcpPort  = 8080
+	udpPort  = 5353
+	// Endpoints per filler Service, as the issue asks.
+	endpointsPerService = 10
+)
+
+type objects struct {
+	c         kubernetes.Interface
+	targetVIP string
+	probeVIP  string
+	probe     *discoveryv1.EndpointSlice // last written
+	probeOn   string                     // "a" or "b"
+	fillers   int
+}
+
+func slice(name, svc string, ports []discoveryv1.EndpointPort, ips ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, Labels: map[string]string{
+			discoveryv1.LabelServiceName: svc,
+			discoveryv1.LabelManagedBy:   managedBy,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       ports,
+	}
+	for _, ip := range ips {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+			NodeName:   ptr.To(nodeName),
+		})
+	}
+	return s
+}
+
+func tcpEP(name string) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To[int32](tcpPort), Protocol: ptr.To(corev1.ProtocolTCP)}
+}
+
+func service(name string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: ports},
+	}
+}
+
+// setupObjects creates the Node, the namespace, and the two real Services.
+func setupObjects(ctx context.Context, c kubernetes.Interface) (*objects, error) {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}},
+	}
+	node, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.244.0.1"}, {Type: corev1.NodeHostName, Address: nodeName}}
+	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return nil, fmt.Errorf("node status: %w", err)
+	}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	o := &objects{c: c}
+	tgt, err := c.CoreV1().Services(benchNS).Create(ctx, service("target",
+		corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP},
+		corev1.ServicePort{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(udpPort), Protocol: corev1.ProtocolUDP},
+	), metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	o.targetVIP = tgt.Spec.ClusterIP
+	if _, err := c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice("target", "target", []discoveryv1.EndpointPort{
+		tcpEP("http"),
+		{Name: ptr.To("dns"), Port: ptr.To[int32](udpPort), Protocol: ptr.To(corev1.ProtocolUDP)},
+	}, targetIP), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	prb, err := c.CoreV1().Services(benchNS).Create(ctx, service("probe",
+		corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP},
+	), metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	o.probeVIP = prb.Spec.ClusterIP
+	if o.probe, err = c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice("probe", "probe", []discoveryv1.EndpointPort{tcpEP("http")}, podAIP), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	o.probeOn = "a"
+	return o, nil
+}
+
+// fillerIP is endpoint j of filler i: 10.128.0.0/9, never a lab address.
+func fillerIP(i, j int) string {
+	n := uint32(10)<<24 | uint32(128)<<16 | uint32(i*16+j)
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}).String()
+}
+
+// grow creates filler Services (and their slices) until there are total
+// Services in the namespace, counting target and probe.
+func (o *objects) grow(ctx context.Context, total int) error {
+	want := total - 2
+	if want <= o.fillers {
+		return nil
+	}
+	start, from := time.Now(), o.fillers
+	jobs := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				name := fmt.Sprintf("fill-%d", i)
+				err := retry(ctx, func() error {
+					_, err := o.c.CoreV1().Services(benchNS).Create(ctx, service(name,
+						corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP}), metav1.CreateOptions{})
+					return ignoreExists(err)
+				})
+				if err == nil {
+					ips := make([]string, endpointsPerService)
+					for j := range ips {
+						ips[j] = fillerIP(i, j)
+					}
+					err = retry(ctx, func() error {
+						_, err := o.c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, name, []discoveryv1.EndpointPort{
+							{Name: ptr.To(""), Port: ptr.To[int32](tcpPort), Protocol: ptr.To(corev1.ProtocolTCP)},
+						}, ips...), metav1.CreateOptions{})
+						return ignoreExists(err)
+					})
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("%s: %w", name, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+feed:
+	for i := from; i < want; i++ {
+		select {
+		case jobs <- i:
+		case err := <-errs:
+			errs <- err
+			break feed
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o.fillers = want
+	logf("API objects: %d Services with %d endpoints each (+ target, probe), %d written in %s",
+		want, endpointsPerService, want-from, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// flip points the probe Service at the other pod, and returns that pod's
+// reply byte and the time of the write.
+func (o *objects) flip(ctx context.Context) (want string, at time.Time, err error) {
+	ip, want := podBIP, "b"
+	if o.probeOn == "b" {
+		ip, want = podAIP, "a"
+	}
+	s := o.probe.DeepCopy()
+	s.Endpoints[0].Addresses = []string{ip}
+	at = time.Now()
+	s, err = o.c.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, s, metav1.UpdateOptions{})
+	if err != nil {
+		return "", at, err
+	}
+	o.probe, o.probeOn = s, want
+	return want, at, nil
+}
+
+func retry(ctx context.Context, f func() error) error {
+	var err error
+	for i := 0; i < 5; i++ {
+		if err = f(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * 200 * time.Millisecond):
+		}
+	}
+	return err
+}
