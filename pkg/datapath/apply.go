@@ -149,7 +149,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	}
 	for slot, id := range next.BackendIDs {
 		sk := socklbbpf.SocklbSlotKey{SvcId: next.ID, Generation: next.Generation, Slot: uint32(slot)}
-		if err := d.t.slots.Put(sk, id); err != nil {
+		if err := put(func() error { return d.t.slots.Put(sk, id) }); err != nil {
 			rollback()
 			return mapErr("slots", "--max-backends", err)
 		}
@@ -163,7 +163,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 			}
 			name.Name[i] = int8(c)
 		}
-		if err := d.t.svcNames.Put(next.ID, name); err != nil {
+		if err := put(func() error { return d.t.svcNames.Put(next.ID, name) }); err != nil {
 			rollback()
 			return mapErr("svc_names", "--max-services", err)
 		}
@@ -183,7 +183,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	if fe.LocalOnly {
 		sv.Flags |= svcFlagLocal
 	}
-	if err := d.t.services.Put(svcKey(fe.Key), sv); err != nil {
+	if err := put(func() error { return d.t.services.Put(svcKey(fe.Key), sv) }); err != nil {
 		rollback()
 		return mapErr("services", "--max-services", err)
 	}
@@ -231,12 +231,12 @@ func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (
 	}
 	// The counter exists before the backend so the first connect counts.
 	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
-	if err := d.t.stats.Put(id, zero); err != nil {
+	if err := put(func() error { return d.t.stats.Put(id, zero) }); err != nil {
 		d.backendIDs.free(id)
 		return 0, mapErr("stats", "--max-backends", err)
 	}
 	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto)}
-	if err := d.t.backends.Put(id, be); err != nil {
+	if err := put(func() error { return d.t.backends.Put(id, be) }); err != nil {
 		_ = d.t.stats.Delete(id)
 		d.backendIDs.free(id)
 		return 0, mapErr("backends", "--max-backends", err)
@@ -261,7 +261,8 @@ func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 }
 
 // mapErr names the map and the flag that sizes it when the kernel says the
-// map is full (hash maps answer E2BIG).
+// map is full (hash maps answer E2BIG); other errors (ENOMEM that outlasted
+// put's retries) are retried by the next sync.
 func mapErr(m, flag string, err error) error {
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("writing %s map: %w", m, err)
