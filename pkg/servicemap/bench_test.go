@@ -70,10 +70,14 @@ func TestCacheFollowsChanges(t *testing.T) {
 	var c Cache
 	steps := []func(){
 		func() {},
-		func() { in.Slices[3] = v4("default/svc-3-abc", "svc-3", eports(eport("http", corev1.ProtocolTCP, 8080)), ready("10.9.9.9")) },
+		func() {
+			in.Slices[3] = v4("default/svc-3-abc", "svc-3", eports(eport("http", corev1.ProtocolTCP, 8080)), ready("10.9.9.9"))
+		},
 		func() { s := in.Services[4].DeepCopy(); s.Spec.Ports[0].Port = 81; in.Services[4] = s },
 		func() { in.Services = in.Services[1:] },
-		func() { in.Slices = append(in.Slices, v4("default/svc-7-def", "svc-7", eports(eport("http", corev1.ProtocolTCP, 8080)), ready("10.9.9.10"))) },
+		func() {
+			in.Slices = append(in.Slices, v4("default/svc-7-def", "svc-7", eports(eport("http", corev1.ProtocolTCP, 8080)), ready("10.9.9.10")))
+		},
 		func() { in.NodeName = "node-b" },
 	}
 	for i, step := range steps {

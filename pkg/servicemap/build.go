@@ -54,9 +54,12 @@ func build(in Input, cache *Cache) (State, []Problem) {
 	// Processing in name order makes "first claim wins" mean "lexically
 	// smallest namespace/name wins" when two Services of one kind collide
 	// on a frontend (claimAll orders the kinds).
-	slices.SortStableFunc(svcs, func(a, b *corev1.Service) int {
+	byName := func(a, b *corev1.Service) int {
 		return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
-	})
+	}
+	if !slices.IsSortedFunc(svcs, byName) {
+		slices.SortStableFunc(svcs, byName)
+	}
 	node := b.nodeFingerprint()
 	for i, s := range svcs {
 		nn := nnOf(s.Namespace, s.Name)

@@ -1,10 +1,5 @@
 package servicemap
 
-import (
-	"cmp"
-	"slices"
-)
-
 // offer is a frontend a Service asks for; claimAll decides who gets a key
 // that several ask for.
 type offer struct {
@@ -28,38 +23,49 @@ func claimRank(k Kind) int {
 	case KindLoadBalancer:
 		return 2
 	}
-	return 3
+	return maxClaimRank
 }
 
+const maxClaimRank = 3
+
 // claimAll hands each key to its first claimant in (rank, namespace/name)
-// order. Offers arrive in namespace/name order (Build sorts the Services),
-// so a stable sort by rank is enough.
+// order. Offers arrive in namespace/name order (Build sorts the Services).
 func (b *builder) claimAll(offers []offer) {
-	slices.SortStableFunc(offers, func(x, y offer) int { return cmp.Compare(claimRank(x.fe.Kind), claimRank(y.fe.Kind)) })
 	owner := make(map[FrontendKey]offer, len(offers))
-	for _, o := range offers {
-		key := o.fe.Key
-		prev, taken := owner[key]
-		if !taken {
-			owner[key] = o
-			b.state[key] = o.fe
-			continue
+	// One pass per rank keeps each rank in namespace/name order, as a
+	// stable sort by rank would, in linear time.
+	for rank := 0; rank <= maxClaimRank; rank++ {
+		for _, o := range offers {
+			if claimRank(o.fe.Kind) == rank {
+				b.claim(owner, o)
+			}
 		}
-		if sameServicePort(prev, o) && prev.fe.Kind != KindClusterIP && o.fe.Kind != KindClusterIP {
-			// Say an LB IP also listed in externalIPs: both are external
-			// frontends of one service port, with the same backends, so
-			// nothing is lost and nothing needs fixing.
-			continue
-		}
-		why := "as the smaller namespace/name"
-		if prev.fe.Kind != o.fe.Kind {
-			why = "because " + prev.fe.Kind.String() + " frontends take precedence over " + o.fe.Kind.String() + " ones"
-		} else if prev.fe.Service == o.fe.Service {
-			why = "as the earlier port"
-		}
-		b.problem(kindService, o.fe.Service, "%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
-			key, o.fe.Kind, o.label, prev.fe.Service, prev.label, prev.fe.Kind, why)
 	}
+}
+
+// claim gives o's key to o unless an earlier offer holds it.
+func (b *builder) claim(owner map[FrontendKey]offer, o offer) {
+	key := o.fe.Key
+	prev, taken := owner[key]
+	if !taken {
+		owner[key] = o
+		b.state[key] = o.fe
+		return
+	}
+	if sameServicePort(prev, o) && prev.fe.Kind != KindClusterIP && o.fe.Kind != KindClusterIP {
+		// Say an LB IP also listed in externalIPs: both are external
+		// frontends of one service port, with the same backends, so
+		// nothing is lost and nothing needs fixing.
+		return
+	}
+	why := "as the smaller namespace/name"
+	if prev.fe.Kind != o.fe.Kind {
+		why = "because " + prev.fe.Kind.String() + " frontends take precedence over " + o.fe.Kind.String() + " ones"
+	} else if prev.fe.Service == o.fe.Service {
+		why = "as the earlier port"
+	}
+	b.problem(kindService, o.fe.Service, "%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
+		key, o.fe.Kind, o.label, prev.fe.Service, prev.label, prev.fe.Kind, why)
 }
 
 func sameServicePort(x, y offer) bool {

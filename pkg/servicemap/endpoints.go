@@ -96,11 +96,15 @@ func (b *builder) indexSlices(in []*discoveryv1.EndpointSlice) map[types.Namespa
 			sorted = append(sorted, s)
 		}
 	}
-	slices.SortStableFunc(sorted, func(a, b *discoveryv1.EndpointSlice) int {
+	byName := func(a, b *discoveryv1.EndpointSlice) int {
 		return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
-	})
+	}
+	// Sources hand out sorted snapshots; checking is linear, sorting is not.
+	if !slices.IsSortedFunc(sorted, byName) {
+		slices.SortStableFunc(sorted, byName)
+	}
 
-	out := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
+	out := make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(sorted))
 	for _, s := range sorted {
 		if ignoredByLabels(s.Labels) {
 			continue
