@@ -14,14 +14,20 @@ import (
 // versions identifies each object of a snapshot by UID and resourceVersion,
 // so two snapshots can be compared without keeping the objects.
 type versions struct {
-	services map[types.NamespacedName]string
-	slices   map[types.NamespacedName]string
+	services map[types.NamespacedName]version
+	slices   map[types.NamespacedName]version
+}
+
+// version holds the object's own strings, so taking it allocates nothing.
+type version struct {
+	uid types.UID
+	rv  string
 }
 
 func versionsOf(in servicemap.Input) versions {
 	v := versions{
-		services: make(map[types.NamespacedName]string, len(in.Services)),
-		slices:   make(map[types.NamespacedName]string, len(in.Slices)),
+		services: make(map[types.NamespacedName]version, len(in.Services)),
+		slices:   make(map[types.NamespacedName]version, len(in.Slices)),
 	}
 	for _, s := range in.Services {
 		v.services[nameOf(s)] = versionOf(s)
@@ -36,8 +42,8 @@ func nameOf(o metav1.Object) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
 
-func versionOf(o metav1.Object) string {
-	return string(o.GetUID()) + "/" + o.GetResourceVersion()
+func versionOf(o metav1.Object) version {
+	return version{uid: o.GetUID(), rv: o.GetResourceVersion()}
 }
 
 // changeCount is kube-proxy's service and endpoint change counts: objects
@@ -48,7 +54,7 @@ func countChanges(old, cur versions) changeCount {
 	return changeCount{services: diffCount(old.services, cur.services), slices: diffCount(old.slices, cur.slices)}
 }
 
-func diffCount(old, cur map[types.NamespacedName]string) int {
+func diffCount(old, cur map[types.NamespacedName]version) int {
 	n := 0
 	for k, v := range cur {
 		if ov, ok := old[k]; !ok || ov != v {
