@@ -38,9 +38,25 @@ type Run struct {
 	AgentCPUS        *float64 `json:"agent_cpu_s"`
 }
 
+type MapMem struct {
+	NServices int              `json:"n_services"`
+	MapBytes  map[string]int64 `json:"map_bytes"`
+	TotalMiB  float64          `json:"total_mib"`
+}
+
+type Churn struct {
+	NServices   int     `json:"n_services"`
+	Dataplane   string  `json:"dataplane"`
+	DurationS   float64 `json:"duration_s"`
+	AgentRSSMiB float64 `json:"agent_rss_mib"`
+	AgentCPUS   float64 `json:"agent_cpu_s"`
+}
+
 type Results struct {
-	Machine map[string]any `json:"machine"`
-	Runs    []Run          `json:"runs"`
+	Machine    map[string]any `json:"machine"`
+	Runs       []Run          `json:"runs"`
+	SocklbMaps []MapMem       `json:"socklb_maps"`
+	Churn      []Churn        `json:"churn"`
 }
 
 var order = []string{"direct", "socklb", "iptables", "nftables"}
@@ -142,6 +158,8 @@ func run(in, md, plots, notes string) error {
 	for _, m := range metrics {
 		table(&w, res.Runs, sizes, dps, m)
 	}
+	mapTable(&w, res.SocklbMaps)
+	churnTable(&w, res.Runs, res.Churn)
 	if b, err := os.ReadFile(notes); err == nil {
 		fmt.Fprintf(&w, "\n%s", strings.TrimSpace(string(b))+"\n")
 	}
@@ -377,3 +395,91 @@ func plotMetric(runs []Run, sizes []int, dps []string, m metric, title, path str
 }
 
 var shapes = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}}
+
+// mapTable is socklb's BPF map memory against N: per map and in total,
+// per Service, and the growth from the previous N against N's growth.
+func mapTable(w *strings.Builder, maps []MapMem) {
+	fmt.Fprintf(w, "### socklb BPF map memory after full sync (KiB; lower is better)\n\n")
+	if len(maps) == 0 {
+		fmt.Fprintf(w, "Not measured in this run.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "Kernel memory of each pinned map (`bpftool map show`: bytes_memlock, the map's own accounting of its memory since Linux 6.4) ")
+	fmt.Fprintf(w, "once every Service is programmed. Every hash map's bucket array is sized by max_entries at creation, and the LRU maps are preallocated, a fixed cost; the `BPF_F_NO_PREALLOC` hashes add their elements as entries are written. ")
+	fmt.Fprintf(w, "The last two columns compare with the previous N: the memory each added Service (with its endpoints) costs, and the growth of the total against the growth of N.\n\n")
+	maps = slices.Clone(maps)
+	slices.SortFunc(maps, func(a, b MapMem) int { return a.NServices - b.NServices })
+	var names []string
+	for _, m := range maps {
+		for k := range m.MapBytes {
+			if !slices.Contains(names, k) {
+				names = append(names, k)
+			}
+		}
+	}
+	slices.Sort(names)
+	fmt.Fprintf(w, "| N |")
+	for _, k := range names {
+		fmt.Fprintf(w, " %s |", k)
+	}
+	fmt.Fprintf(w, " total (MiB) | added per Service since the previous N (KiB) | growth of total ÷ growth of N |\n|---:|")
+	for range len(names) + 3 {
+		fmt.Fprintf(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for i, m := range maps {
+		fmt.Fprintf(w, "| %d |", m.NServices)
+		for _, k := range names {
+			if b, ok := m.MapBytes[k]; ok {
+				fmt.Fprintf(w, " %s |", format(float64(b)/1024))
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintf(w, " %s |", format(m.TotalMiB))
+		if i > 0 && maps[i-1].TotalMiB > 0 && maps[i-1].NServices != m.NServices {
+			p := maps[i-1]
+			fmt.Fprintf(w, " %s | %.3f× ÷ %.0f× |", format((m.TotalMiB-p.TotalMiB)*1024/float64(m.NServices-p.NServices)),
+				m.TotalMiB/p.TotalMiB, float64(m.NServices)/float64(p.NServices))
+		} else {
+			fmt.Fprintf(w, " – | – |")
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+// churnTable is each agent's RSS and CPU at full sync and after the churn.
+func churnTable(w *strings.Builder, runs []Run, churn []Churn) {
+	fmt.Fprintf(w, "### Agent after churn (one endpoint change per second; lower is better)\n\n")
+	if len(churn) == 0 {
+		fmt.Fprintf(w, "Not measured in this run.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "RSS and CPU seconds (since the agent's start, children included) at full sync and after the churn, which follows the programming-latency changes: ")
+	fmt.Fprintf(w, "the CPU added since full sync covers both. Each change moves one endpoint of a different filler Service.\n\n")
+	churn = slices.Clone(churn)
+	rank := func(d string) int { return slices.Index(order, d) }
+	slices.SortFunc(churn, func(a, b Churn) int {
+		if a.NServices != b.NServices {
+			return a.NServices - b.NServices
+		}
+		return rank(a.Dataplane) - rank(b.Dataplane)
+	})
+	fmt.Fprintf(w, "| N | dataplane | churn (s) | RSS at full sync (MiB) | RSS after churn (MiB) | CPU at full sync (s) | CPU after churn (s) | CPU added (s) |\n")
+	fmt.Fprintf(w, "|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range churn {
+		rss, cpu, added := "–", "–", "–"
+		if r, ok := find(runs, c.NServices, c.Dataplane); ok {
+			if r.AgentRSSMiB != nil {
+				rss = format(*r.AgentRSSMiB)
+			}
+			if r.AgentCPUS != nil {
+				cpu = format(*r.AgentCPUS)
+				added = format(c.AgentCPUS - *r.AgentCPUS)
+			}
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", c.NServices, c.Dataplane, format(c.DurationS), rss, format(c.AgentRSSMiB), cpu, format(c.AgentCPUS), added)
+	}
+	fmt.Fprintln(w)
+}

@@ -45,6 +45,8 @@ type dataplane struct {
 	// unsynced says why the dataplane was not measured (no full sync
 	// within --sync-timeout); empty when it was.
 	unsynced string
+	maps     *MapMem // socklb's map memory after its full sync
+	churn    *Churn  // the agent after --churn
 }
 
 func (d *dataplane) push(f func() error) { d.undo = append(d.undo, f) }
@@ -450,4 +452,38 @@ func run(name string, args ...string) error {
 		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// mapMemory is the kernel memory of each of socklb's pinned maps
+// (<bpffs>/maps/<name>), as `bpftool map show` reports it: bytes_memlock,
+// which on kernels since 6.4 is the map's actual memory use (for the
+// BPF_F_NO_PREALLOC hashes it grows with the entries; LRU and array maps
+// are preallocated at max_entries).
+func (d *dataplane) mapMemory() (map[string]int64, error) {
+	dir := filepath.Join(d.fs.Path(), "maps")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, e := range ents {
+		b, err := exec.Command("bpftool", "-j", "map", "show", "pinned", filepath.Join(dir, e.Name())).Output()
+		if err != nil {
+			return nil, fmt.Errorf("bpftool map show pinned %s: %w", e.Name(), err)
+		}
+		var m struct {
+			BytesMemlock *int64 `json:"bytes_memlock"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("bpftool map show pinned %s: %w", e.Name(), err)
+		}
+		if m.BytesMemlock == nil {
+			return nil, fmt.Errorf("bpftool map show pinned %s: no bytes_memlock", e.Name())
+		}
+		out[e.Name()] = *m.BytesMemlock
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no maps pinned in %s", dir)
+	}
+	return out, nil
 }

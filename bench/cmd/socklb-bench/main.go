@@ -5,8 +5,13 @@
 // bench/results/<date>.json and latest.json; bench/report turns them into
 // BENCHMARKS.md.
 //
-//	socklb-bench --sizes 100 --rounds 1 --changes 5      # smoke (CI)
+//	socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s      # smoke (CI)
 //	socklb-bench --sizes 100,1000,10000,30000 --rounds 5 --changes 50
+//
+// Besides the runs (exactly issue 5's keys), the JSON holds socklb_maps
+// (socklb's BPF map memory after its full sync, per map, from bpftool) and
+// churn (each agent's RSS and CPU after --churn of one endpoint change per
+// second).
 //
 // Needs root and the tool binaries of tests/e2e/tools (make e2e-tools).
 // Figures are printed and written, never asserted: compare ratios to the
@@ -46,12 +51,14 @@ type config struct {
 	udp            int
 	changes        int
 	changeInterval time.Duration
+	churn          time.Duration
 	syncTimeout    time.Duration
 	out            string
 	socklb         string
 	kubeProxy      string
 	tools          string
 	keep           bool
+	bpftool        bool   // socklb's map memory is measured with it
 	cpu            int    // the CPU of the client and the servers
 	self           string // this binary
 }
@@ -72,9 +79,39 @@ type Run struct {
 	AgentCPUS        *float64 `json:"agent_cpu_s"`
 }
 
+// MapMem is the kernel memory of socklb's BPF maps after its full sync:
+// per pinned map (bytes_memlock of `bpftool map show`) and in total. Kept
+// out of Run, whose keys are exactly issue 5's.
+type MapMem struct {
+	NServices int              `json:"n_services"`
+	MapBytes  map[string]int64 `json:"map_bytes"`
+	TotalMiB  float64          `json:"total_mib"`
+}
+
+// Churn is an agent's RSS and CPU seconds (since its start, as in Run)
+// after --churn of one endpoint change per second, which follows the
+// programming-latency changes.
+type Churn struct {
+	NServices   int     `json:"n_services"`
+	Dataplane   string  `json:"dataplane"`
+	DurationS   float64 `json:"duration_s"`
+	AgentRSSMiB float64 `json:"agent_rss_mib"`
+	AgentCPUS   float64 `json:"agent_cpu_s"`
+}
+
 type Results struct {
-	Machine map[string]any `json:"machine"`
-	Runs    []Run          `json:"runs"`
+	Machine    map[string]any `json:"machine"`
+	Runs       []Run          `json:"runs"`
+	SocklbMaps []MapMem       `json:"socklb_maps"`
+	Churn      []Churn        `json:"churn"`
+}
+
+// sizeOut is what one size adds to the results.
+type sizeOut struct {
+	runs  []Run
+	notes []string
+	maps  []MapMem
+	churn []Churn
 }
 
 func logf(format string, args ...any) {
@@ -112,6 +149,7 @@ func benchMain() error {
 	flag.IntVar(&cfg.udp, "udp", 5000, "UDP request/responses per round")
 	flag.IntVar(&cfg.changes, "changes", 5, "EndpointSlice changes for the programming latency")
 	flag.DurationVar(&cfg.changeInterval, "change-interval", 1100*time.Millisecond, "time between EndpointSlice changes (kube-proxy's min-sync-period is 1s)")
+	flag.DurationVar(&cfg.churn, "churn", 10*time.Minute, "after the programming-latency changes, one endpoint change per second for this long, then the agent's RSS and CPU again (0: none)")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 15*time.Minute, "how long a dataplane may take to program all Services")
 	flag.StringVar(&cfg.out, "out", "bench/results", "results directory (relative to the module root)")
 	flag.StringVar(&cfg.socklb, "socklb", "", "socklb binary (default: built from this module)")
@@ -147,6 +185,9 @@ func benchMain() error {
 	cfg.tools = tools
 	if cfg.kubeProxy == "" {
 		cfg.kubeProxy = filepath.Join(tools, "kube-proxy")
+	}
+	if _, err := exec.LookPath("bpftool"); err == nil {
+		cfg.bpftool = true
 	}
 	for _, b := range []string{"iptables-save", "iptables-restore", "nft", "socat", "nsenter", "taskset"} {
 		if _, err := exec.LookPath(b); err != nil {
@@ -199,20 +240,22 @@ func benchMain() error {
 		return fmt.Errorf("objects: %w", err)
 	}
 
-	res := &Results{Machine: machine(cfg, cp)}
+	res := &Results{Machine: machine(cfg, cp), SocklbMaps: []MapMem{}, Churn: []Churn{}}
 	for _, n := range cfg.sizes {
 		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
 		}
-		runs, notes, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self)
+		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self)
 		if err != nil {
 			cfg.keep = true
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
-		res.Runs = append(res.Runs, runs...)
-		if len(notes) > 0 {
+		res.Runs = append(res.Runs, so.runs...)
+		res.SocklbMaps = append(res.SocklbMaps, so.maps...)
+		res.Churn = append(res.Churn, so.churn...)
+		if len(so.notes) > 0 {
 			old, _ := res.Machine["notes"].([]string)
-			res.Machine["notes"] = append(old, notes...)
+			res.Machine["notes"] = append(old, so.notes...)
 		}
 		// After every size, so that a long run keeps what it measured.
 		if err := write(root, cfg.out, res); err != nil {
@@ -285,6 +328,22 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		}
 		r.AgentRSSMiB, r.AgentCPUS = fptr(rss), fptr(cpu)
 		logf("full sync %.3fs, agent RSS %.1f MiB, CPU %.2fs", *r.FullSyncS, rss, cpu)
+		if d.name == "socklb" {
+			if d.cfg.bpftool {
+				mb, err := d.mapMemory()
+				if err != nil {
+					return err
+				}
+				var total int64
+				for _, b := range mb {
+					total += b
+				}
+				d.maps = &MapMem{NServices: n, MapBytes: mb, TotalMiB: *fptr(float64(total) / (1 << 20))}
+				logf("socklb maps: %.2f MiB in all %v", d.maps.TotalMiB, mb)
+			} else {
+				logf("bpftool not found: socklb's map memory not measured")
+			}
+		}
 	}
 
 	// Programming latency: flip the probe Service between pods a and b;
@@ -346,9 +405,46 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		r.ProgLatencyP50ms, r.ProgLatencyP99ms = fptr(pct(lat, 50)), fptr(pct(lat, 99))
 		logf("programming latency over %d changes: p50 %.1fms p99 %.1fms (all %v)", len(lat), *r.ProgLatencyP50ms, *r.ProgLatencyP99ms, round1(lat))
 	}
+	if d.name != "direct" && d.cfg.churn > 0 {
+		if err := churn(ctx, d, o, n); err != nil {
+			return err
+		}
+	}
 	if d.agent != nil {
 		d.agent.Stop(10 * time.Second)
 	}
+	return nil
+}
+
+// churn changes one endpoint per second for --churn (a filler Service's,
+// a different one each time), then reads the agent's RSS and CPU again.
+func churn(ctx context.Context, d *dataplane, o *objects, n int) error {
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	k := 0
+	for time.Since(start) < d.cfg.churn {
+		if err := o.churnOne(ctx, o.churned); err != nil {
+			return fmt.Errorf("churn: %w", err)
+		}
+		o.churned++
+		k++
+		if !d.agent.Alive() {
+			return d.agent.ExitedErr()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	rss, cpu, err := d.usage()
+	if err != nil {
+		return err
+	}
+	el := time.Since(start).Seconds()
+	d.churn = &Churn{NServices: n, Dataplane: d.name, DurationS: *fptr(el), AgentRSSMiB: *fptr(rss), AgentCPUS: *fptr(cpu)}
+	logf("after %.0fs of churn (%d endpoint changes): agent RSS %.1f MiB, CPU %.2fs since start", el, k, rss, cpu)
 	return nil
 }
 
@@ -414,7 +510,7 @@ func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
 }
 
 // sizeRun measures every dataplane with n Services in place.
-func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *objects, n int, dir, self string) (out []Run, notes []string, err error) {
+func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *objects, n int, dir, self string) (so sizeOut, err error) {
 	var ds []*dataplane
 	var runs []*Run
 	defer func() {
@@ -427,12 +523,12 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 	}()
 	for _, name := range cfg.dataplanes {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return so, err
 		}
 		logf("=== N=%d %s", n, name)
 		ddir := filepath.Join(dir, fmt.Sprintf("%d-%s", n, name))
 		if err := os.MkdirAll(ddir, 0o755); err != nil {
-			return nil, nil, err
+			return so, err
 		}
 		d := &dataplane{name: name, cfg: cfg, cp: cp, dir: ddir}
 		ds = append(ds, d)
@@ -442,22 +538,28 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 			if d.agent != nil {
 				logf("last lines of %s:\n%s", d.agent.LogPath, d.agent.Tail(30))
 			}
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
+			return so, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	logf("=== N=%d connect and UDP rounds, %s in turn", n, strings.Join(cfg.dataplanes, ", "))
 	if err := rounds(cfg, ds, runs, o); err != nil {
-		return nil, nil, err
+		return so, err
 	}
 	for i, r := range runs {
 		b, _ := json.Marshal(r)
 		logf("result: %s", b)
-		out = append(out, *r)
+		so.runs = append(so.runs, *r)
 		if ds[i].unsynced != "" {
-			notes = append(notes, ds[i].unsynced)
+			so.notes = append(so.notes, ds[i].unsynced)
+		}
+		if ds[i].maps != nil {
+			so.maps = append(so.maps, *ds[i].maps)
+		}
+		if ds[i].churn != nil {
+			so.churn = append(so.churn, *ds[i].churn)
 		}
 	}
-	return out, notes, nil
+	return so, nil
 }
 
 func fptr(f float64) *float64 {
@@ -505,6 +607,7 @@ func machine(cfg config, cp *cluster.ControlPlane) map[string]any {
 		"udp_per_round":         cfg.udp,
 		"prog_latency_changes":  cfg.changes,
 		"change_interval_s":     cfg.changeInterval.Seconds(),
+		"churn_s":               cfg.churn.Seconds(),
 		"endpoints_per_service": endpointsPerService,
 		"client_server_cpu":     cfg.cpu,
 	}

@@ -44,6 +44,7 @@ type objects struct {
 	probe     *discoveryv1.EndpointSlice // last written
 	probeOn   string                     // "a" or "b"
 	fillers   int
+	churned   int // endpoint changes made by churnOne so far
 }
 
 func slice(name, svc string, ports []discoveryv1.EndpointPort, ips ...string) *discoveryv1.EndpointSlice {
@@ -227,5 +228,31 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(time.Duration(i+1) * 200 * time.Millisecond):
 		}
 	}
+	return err
+}
+
+// churnOne changes one endpoint of one filler Service: the k-th change
+// moves filler k mod fillers' first endpoint between its address and a
+// spare one of its own block (fillerIP(i, 10)), so that successive changes
+// touch different Services, as a cluster's churn would.
+func (o *objects) churnOne(ctx context.Context, k int) error {
+	if o.fillers == 0 {
+		return fmt.Errorf("no filler Services to churn")
+	}
+	i := k % o.fillers
+	name := fmt.Sprintf("fill-%d", i)
+	s, err := o.c.DiscoveryV1().EndpointSlices(benchNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(s.Endpoints) == 0 || len(s.Endpoints[0].Addresses) == 0 {
+		return fmt.Errorf("%s: no endpoint to change", name)
+	}
+	ip := fillerIP(i, 0)
+	if s.Endpoints[0].Addresses[0] == ip {
+		ip = fillerIP(i, endpointsPerService)
+	}
+	s.Endpoints[0].Addresses = []string{ip}
+	_, err = o.c.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, s, metav1.UpdateOptions{})
 	return err
 }
