@@ -29,6 +29,7 @@ type agentFlags struct {
 	maxAffinity                         uint
 	healthTimeout                       time.Duration
 	hostNSOnly                          bool
+	profiling                           bool
 	terminateSockets                    string
 	nodePortAddresses                   []netip.Prefix
 }
@@ -47,6 +48,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
 	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
+	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
@@ -135,7 +137,7 @@ func runAgent(args []string) error {
 	} else if addr != nil {
 		log.Info("serving health", "addr", addr.String())
 	}
-	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, agent.MetricsHandler(metrics)); err != nil {
+	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, agent.MetricsHandler(metrics, f.profiling)); err != nil {
 		return err
 	} else if addr != nil {
 		log.Info("serving metrics", "addr", addr.String())

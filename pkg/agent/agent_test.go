@@ -393,7 +393,7 @@ func TestAgentNodeHealth(t *testing.T) {
 		t.Errorf("/healthz on a node being scaled down: %d %s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	MetricsHandler(h.a.Metrics).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	MetricsHandler(h.a.Metrics, false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `socklb_proxy_healthz_total{code="503"} 1`) {
 		t.Errorf("/metrics lacks the healthz counter:\n%s", rec.Body)
 	}
