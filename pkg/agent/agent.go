@@ -77,12 +77,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if retryMax < retryMin {
 		retryMax = max(DefaultRetryMax, retryMin)
 	}
+	a.Metrics.setPending(a.pendingChanges)
 	kick := make(chan struct{}, 1)
 	changed := func() {
 		now := time.Now()
 		a.Health.Queued(now)
 		a.Metrics.queued(now)
-		a.notePending()
 		select {
 		case kick <- struct{}{}:
 		default:
@@ -127,11 +127,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// notePending counts the objects changed since the last sync read them.
-func (a *Agent) notePending() {
+// pendingChanges counts the objects changed since the last sync read them.
+func (a *Agent) pendingChanges() changeCount {
 	a.snapMu.Lock()
 	defer a.snapMu.Unlock()
-	a.Metrics.pending(countChanges(a.seen, versionsOf(a.Source.Snapshot())))
+	return countChanges(a.seen, versionsOf(a.Source.Snapshot()))
 }
 
 // sync applies the current snapshot and reports whether every frontend

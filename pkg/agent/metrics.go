@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,15 +15,18 @@ import (
 // with ip_family because it runs one proxier per family; socklb has one
 // sync loop for both families, so they carry no such label.
 type Metrics struct {
+	pendingMu sync.Mutex
+	pendingFn func() changeCount
+
 	Registry *prometheus.Registry
 
 	syncDuration       prometheus.Histogram
 	networkProgramming prometheus.Histogram
 	lastSync           prometheus.Gauge
 	lastQueued         prometheus.Gauge
-	serviceChangesPend prometheus.Gauge
+	serviceChangesPend prometheus.GaugeFunc
 	serviceChanges     prometheus.Counter
-	endpointChangesPen prometheus.Gauge
+	endpointChangesPen prometheus.GaugeFunc
 	endpointChanges    prometheus.Counter
 	frontends          prometheus.Gauge
 	backends           prometheus.Gauge
@@ -71,17 +75,9 @@ func NewMetrics() *Metrics {
 			Name: "socklb_sync_proxy_rules_last_queued_timestamp_seconds",
 			Help: "When a sync was last queued by a change (kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds).",
 		}),
-		serviceChangesPend: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "socklb_sync_proxy_rules_service_changes_pending",
-			Help: "Services added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_service_changes_pending).",
-		}),
 		serviceChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_sync_proxy_rules_service_changes_total",
 			Help: "Service additions, changes and deletions the syncs have read (kubeproxy_sync_proxy_rules_service_changes_total).",
-		}),
-		endpointChangesPen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
-			Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
 		}),
 		endpointChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_sync_proxy_rules_endpoint_changes_total",
@@ -139,6 +135,15 @@ func NewMetrics() *Metrics {
 	for _, p := range []string{"internal", "external"} {
 		m.noLocalEndpoints.WithLabelValues(p)
 	}
+	// Read at scrape time, from the agent's last sync (see pendingNow).
+	m.serviceChangesPend = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "socklb_sync_proxy_rules_service_changes_pending",
+		Help: "Services added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_service_changes_pending).",
+	}, func() float64 { return float64(m.pendingNow().services) })
+	m.endpointChangesPen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
+		Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
+	}, func() float64 { return float64(m.pendingNow().slices) })
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
@@ -151,10 +156,24 @@ func (m *Metrics) queued(t time.Time) {
 	m.lastQueued.Set(float64(t.UnixNano()) / 1e9)
 }
 
-// pending sets the pending-changes gauges.
-func (m *Metrics) pending(c changeCount) {
-	m.serviceChangesPend.Set(float64(c.services))
-	m.endpointChangesPen.Set(float64(c.slices))
+// pendingNow computes the pending changes when a scrape asks: comparing a
+// snapshot with the last sync's costs O(objects), too much to pay on every
+// API event at 10k Services, where it doubled the work of each change.
+func (m *Metrics) pendingNow() changeCount {
+	m.pendingMu.Lock()
+	f := m.pendingFn
+	m.pendingMu.Unlock()
+	if f == nil {
+		return changeCount{}
+	}
+	return f()
+}
+
+// setPending installs the function the pending gauges read.
+func (m *Metrics) setPending(f func() changeCount) {
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	m.pendingFn = f
 }
 
 // checkedOut counts the changes a sync has just read; they are no longer
@@ -162,7 +181,6 @@ func (m *Metrics) pending(c changeCount) {
 func (m *Metrics) checkedOut(c changeCount) {
 	m.serviceChanges.Add(float64(c.services))
 	m.endpointChanges.Add(float64(c.slices))
-	m.pending(changeCount{})
 }
 
 func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in servicemap.Input) {

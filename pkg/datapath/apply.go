@@ -74,27 +74,32 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 
 // terminateRetired destroys the sockets connected to backends that left
 // and are no backend of any frontend any more (a pod can back a ClusterIP
-// and a NodePort: leaving one keeps its sockets).
+// and a NodePort: leaving one keeps its sockets). refs counts the uses, so
+// this costs the retired backends, not every backend of the node.
 func (d *Datapath) terminateRetired() (int, error) {
 	retired := d.retired
 	d.retired = nil
 	if d.term == nil || len(retired) == 0 {
 		return 0, nil
 	}
-	live := map[socklbbpf.SocktermSockTarget]bool{}
-	for _, s := range d.current {
-		for _, b := range s.Frontend.Backends {
-			live[sockTarget(s.Frontend.Key.Proto, b)] = true
-		}
-	}
 	var targets []socklbbpf.SocktermSockTarget
+	seen := map[socklbbpf.SocktermSockTarget]bool{}
 	for _, t := range retired {
-		if !live[t] {
+		if d.refs[t] == 0 && !seen[t] {
 			targets = append(targets, t)
-			live[t] = true // once
+			seen[t] = true
 		}
 	}
 	return d.term.destroy(targets)
+}
+
+// ref and unref count the frontends that use a backend address.
+func (d *Datapath) ref(t socklbbpf.SocktermSockTarget) { d.refs[t]++ }
+
+func (d *Datapath) unref(t socklbbpf.SocktermSockTarget) {
+	if d.refs[t]--; d.refs[t] <= 0 {
+		delete(d.refs, t)
+	}
 }
 
 func sockTarget(proto servicemap.Protocol, b servicemap.Backend) socklbbpf.SocktermSockTarget {
@@ -144,7 +149,9 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 			rollback()
 			return err
 		}
-		undo = append(undo, func() { d.deleteBackend(id) })
+		t := sockTarget(fe.Key.Proto, b)
+		d.ref(t)
+		undo = append(undo, func() { d.deleteBackend(id); d.unref(t) })
 		next.BackendIDs = append(next.BackendIDs, id)
 	}
 	for slot, id := range next.BackendIDs {
@@ -208,7 +215,9 @@ func (d *Datapath) retire(old, next *Service) {
 	for i, id := range old.BackendIDs {
 		if !kept[id] {
 			d.deleteBackend(id)
-			d.retired = append(d.retired, sockTarget(old.Frontend.Key.Proto, old.Frontend.Backends[i]))
+			t := sockTarget(old.Frontend.Key.Proto, old.Frontend.Backends[i])
+			d.unref(t)
+			d.retired = append(d.retired, t)
 		}
 	}
 }

@@ -24,6 +24,7 @@ type Datapath struct {
 	term    *terminator // nil when socket termination is off or unavailable
 	termErr error       // why it is unavailable
 	retired []socklbbpf.SocktermSockTarget
+	refs    map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
@@ -111,6 +112,12 @@ func (d *Datapath) adopt() error {
 		}
 	}
 	d.current = cur
+	d.refs = map[socklbbpf.SocktermSockTarget]int{}
+	for _, s := range cur {
+		for _, b := range s.Frontend.Backends {
+			d.ref(sockTarget(s.Frontend.Key.Proto, b))
+		}
+	}
 	var errs []error
 	errs = append(errs, sweep(d.t.slots, func(k socklbbpf.SocklbSlotKey) bool { return live[k] }))
 	errs = append(errs, sweep(d.t.backends, func(id uint32) bool { return liveBackends[id] }))
