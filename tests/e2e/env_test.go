@@ -49,22 +49,12 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 	t.Cleanup(cancel)
 	// Made before the cleanups below are registered, so it outlives them.
 	e := &env{t: t, ctx: ctx, logDir: t.TempDir()}
-	var err error
-	if e.cg, err = lab.NewCgroup(); err != nil {
+	w, err := lab.NewWorld(pods...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { check(t, e.cg.Close()) })
-	if e.fs, err = lab.NewBPFFS(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { check(t, e.fs.Close()) })
-	if e.lab, err = lab.New(lab.Config{Pods: pods}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { check(t, e.lab.Close()) })
-	if err := e.lab.StartAllServers(); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { check(t, w.Close()) })
+	e.cg, e.fs, e.lab = w.Cgroup, w.BPFFS, w.Lab
 
 	ns, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}, metav1.CreateOptions{})
 	if err != nil {

@@ -73,22 +73,12 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 		t.Skip("needs root: creates network namespaces, a cgroup and BPF pins (CI runs this as root)")
 	}
 	e := &env{t: t, manifests: t.TempDir()}
-	var err error
-	if e.cg, err = lab.NewCgroup(); err != nil {
+	w, err := lab.NewWorld(pods...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { check(t, e.cg.Close()) })
-	if e.fs, err = lab.NewBPFFS(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { check(t, e.fs.Close()) })
-	if e.lab, err = lab.New(lab.Config{Pods: pods}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { check(t, e.lab.Close()) })
-	if err := e.lab.StartAllServers(); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { check(t, w.Close()) })
+	e.cg, e.fs, e.lab = w.Cgroup, w.BPFFS, w.Lab
 	// Registered last, so it runs first: stop the agent, then detach.
 	t.Cleanup(func() {
 		e.stopAgent(syscall.SIGTERM)
