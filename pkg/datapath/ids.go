@@ -1,6 +1,9 @@
 package datapath
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // idAllocator hands out 32-bit ids (0 is never used, so a zeroed value is
 // recognisably unset). Freed ids are reused only after the counter wraps,
@@ -9,10 +12,15 @@ type idAllocator struct {
 	used map[uint32]bool
 	next uint32
 	max  uint32
+	wrap uint32 // ids run 1..wrap: twice max, so freed ids rest a while
 }
 
 func newIDAllocator(max uint32) *idAllocator {
-	return &idAllocator{used: map[uint32]bool{}, next: 1, max: max}
+	wrap := uint64(max) * 2
+	if wrap > math.MaxUint32 {
+		wrap = math.MaxUint32
+	}
+	return &idAllocator{used: map[uint32]bool{}, next: 1, max: max, wrap: uint32(wrap)}
 }
 
 func (a *idAllocator) reserve(id uint32) { a.used[id] = true }
@@ -26,7 +34,7 @@ func (a *idAllocator) alloc() (uint32, error) {
 	for {
 		id := a.next
 		a.next++
-		if a.next == 0 || a.next > a.max*2 {
+		if a.next == 0 || a.next > a.wrap {
 			a.next = 1
 		}
 		if id != 0 && !a.used[id] {
