@@ -18,7 +18,6 @@ static __always_inline void req_from_ctx4(struct lb_req *req, struct bpf_sock_ad
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
 	req->cookie = bpf_get_socket_cookie(ctx);
-	req->client = bpf_get_netns_cookie(ctx);
 }
 
 /* An AF_INET6 socket may connect to an IPv4 service through a v4-mapped
@@ -34,7 +33,6 @@ static __always_inline void req_from_ctx6(struct lb_req *req, struct bpf_sock_ad
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
 	req->cookie = bpf_get_socket_cookie(ctx);
-	req->client = bpf_get_netns_cookie(ctx);
 }
 
 /* verdict turns lb.h's answer into what the syscall returns. */
@@ -61,6 +59,8 @@ static __always_inline int xlate4(struct bpf_sock_addr *ctx, enum lb_count what)
 	int v;
 
 	req_from_ctx4(&req, ctx);
+	/* Only translation needs the client; replies (revnat) do not. */
+	req.client = bpf_get_netns_cookie(ctx);
 	if (lb_skip_netns(req.client))
 		return SYS_PROCEED;
 	v = lb_translate(&req, what);
@@ -80,6 +80,7 @@ static __always_inline int xlate6(struct bpf_sock_addr *ctx, enum lb_count what)
 	int v;
 
 	req_from_ctx6(&req, ctx);
+	req.client = bpf_get_netns_cookie(ctx);
 	if (lb_skip_netns(req.client))
 		return SYS_PROCEED;
 	v = lb_translate(&req, what);
