@@ -4,6 +4,8 @@
 # and kube-proxy (the baseline of the benchmarks, bench/).
 #
 #   build.sh          build what is missing into the cache dir, one at a time
+#   build.sh --node   also what a real node needs (tests/node, make conformance):
+#                     kubelet, kube-scheduler, agnhost and the upstream e2e.test
 #   build.sh --dir    print the cache dir and exit (the tests use this)
 #
 # The cache dir is keyed by go.mod, go.sum, the etcd main, the build flags
@@ -65,4 +67,17 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kldflags"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$kldflags"
 build kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$kldflags"
+if [ "${1:-}" = "--node" ]; then
+	build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kldflags"
+	build kubelet k8s.io/kubernetes/cmd/kubelet "$kldflags"
+	build agnhost k8s.io/kubernetes/test/images/agnhost "-s -w"
+	# The upstream conformance suite is a test binary.
+	if [ ! -x "$dir/e2e.test" ]; then
+		echo "e2e-tools: building e2e.test (k8s.io/kubernetes/test/e2e)"
+		start=$(date +%s)
+		CGO_ENABLED=0 go test -c -trimpath -buildvcs=false -ldflags "$kldflags" -o "$dir/e2e.test.tmp" k8s.io/kubernetes/test/e2e
+		mv "$dir/e2e.test.tmp" "$dir/e2e.test"
+		echo "e2e-tools: built e2e.test in $(( $(date +%s) - start ))s"
+	fi
+fi
 echo "e2e-tools: $dir"
