@@ -59,7 +59,7 @@ type ControlPlane struct {
 	Dir                  string // logs, etcd data, certificates
 	Tools                string // where the binaries are
 	Etcd, APIServer, KCM *Proc
-	Scheduler            *Proc // only with Options.Scheduler
+	Scheduler            *Proc  // only with Options.Scheduler
 	Server               string // https://127.0.0.1:port
 	PKI                  *PKI
 	AdminToken           string

@@ -198,7 +198,7 @@ func WriteOCI(path, ref string, img v1.Image) error {
 		return err
 	}
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         tag.Name(),
+		"io.containerd.image.name":          tag.Name(),
 		"org.opencontainers.image.ref.name": tag.TagStr(),
 	})); err != nil {
 		return fmt.Errorf("writing %s: %w", ref, err)
