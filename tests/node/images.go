@@ -86,9 +86,9 @@ func FilesLayer(files []File) (v1.Layer, error) {
 
 // DirLayer is a layer holding a root filesystem directory (debootstrap's
 // output), without the contents of /dev, /proc and /sys, which the runtime
-// provides.
-func DirLayer(root string) (v1.Layer, error) {
-	tmp, err := os.CreateTemp("", "socklb-layer-*.tar")
+// provides. The uncompressed layer is kept in tmpDir.
+func DirLayer(root, tmpDir string) (v1.Layer, error) {
+	tmp, err := os.CreateTemp(tmpDir, "layer-*.tar")
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func DirLayer(root string) (v1.Layer, error) {
 }
 
 // Image assembles an amd64 Linux image from layers.
-func Image(entrypoint []string, layers ...v1.Layer) (v1.Image, error) {
+func Image(entrypoint, cmd []string, layers ...v1.Layer) (v1.Image, error) {
 	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func Image(entrypoint []string, layers ...v1.Layer) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", "amd64"
 	cf.Created = v1.Time{Time: epoch}
-	cf.Config.Entrypoint = entrypoint
+	cf.Config.Entrypoint, cf.Config.Cmd = entrypoint, cmd
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	return mutate.ConfigFile(img, cf)
 }

@@ -97,6 +97,12 @@ func Setup() (*Cgroups, error) {
 			return nil, fmt.Errorf("mounting tmpfs on %s: %w", d, err)
 		}
 	}
+	// Shared again, but now in peer groups of this namespace only: the
+	// DaemonSet's Bidirectional volumes (the cgroup2 mount its init
+	// container makes) need shared mounts, and none reaches the machine.
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_SHARED, ""); err != nil {
+		return nil, fmt.Errorf("making the namespace's mounts shared: %w", err)
+	}
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ip link set lo up: %v: %s", err, out)
 	}
