@@ -30,11 +30,29 @@ func CgroupName() string { return os.Getenv(cgroupEnv) }
 // die with their last process.
 func Enter() (int, error) {
 	name := fmt.Sprintf("sl-node-%d", os.Getpid())
+	before, err := topCgroups()
+	if err != nil {
+		return 1, err
+	}
 	cg, err := NewCgroups(name)
 	if err != nil {
 		return 1, err
 	}
 	defer func() {
+		// A container asked for without a cgroupsPath under cgroupRoot
+		// lands at the top of every hierarchy, under the runtime's own
+		// names: those that appeared during the run are the run's. (Other
+		// new names belong to whoever else uses this machine.)
+		if after, err := topCgroups(); err == nil {
+			for d := range after {
+				if !before[d] && runtimeCgroupNames[filepath.Base(d)] {
+					fmt.Fprintf(os.Stderr, "node: removing cgroup %s, made during the run outside its cgroup\n", d)
+					stray := &Cgroups{Name: filepath.Base(d), Dirs: []string{d}}
+					_ = stray.KillAll(10 * time.Second)
+					_ = stray.Remove()
+				}
+			}
+		}
 		if err := cg.KillAll(30 * time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "node:", err)
 		}
@@ -68,6 +86,31 @@ func Enter() (int, error) {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// runtimeCgroupNames are the top-level cgroups containerd and kubelet make
+// when not told otherwise.
+var runtimeCgroupNames = map[string]bool{"k8s.io": true, "default": true, "kubepods": true, "kubepods.slice": true}
+
+// topCgroups lists the directories at the top of every hierarchy.
+func topCgroups() (map[string]bool, error) {
+	all, _, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, h := range all {
+		es, err := os.ReadDir(h)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if e.IsDir() {
+				out[filepath.Join(h, e.Name())] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // Setup prepares the namespaces in the child: mounts private (nothing
