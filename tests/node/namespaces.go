@@ -38,7 +38,16 @@ func Enter() (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	var made []string // mount points the child creates on the machine's disk
+	for _, d := range privateDirs {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			made = append(made, d)
+		}
+	}
 	defer func() {
+		for _, d := range made {
+			_ = syscall.Rmdir(d)
+		}
 		// A container asked for without a cgroupsPath under cgroupRoot
 		// lands at the top of every hierarchy, under the runtime's own
 		// names: those that appeared during the run are the run's. (Other
@@ -88,6 +97,11 @@ func Enter() (int, error) {
 	return 0, nil
 }
 
+// privateDirs get a tmpfs of the run's own: containerd's pod netns files,
+// runc's root, CNI's IPAM state, the DaemonSet's cgroup2 mount point and
+// kubelet's log symlinks live at fixed paths.
+var privateDirs = []string{"/run/netns", "/run/containerd", "/var/lib/cni", "/run/socklb", "/var/log/containers"}
+
 // runtimeCgroupNames are the top-level cgroups containerd and kubelet make
 // when not told otherwise.
 var runtimeCgroupNames = map[string]bool{"k8s.io": true, "default": true, "kubepods": true, "kubepods.slice": true}
@@ -130,9 +144,9 @@ func Setup() (*Cgroups, error) {
 	if err := syscall.Mount("bpffs", "/sys/fs/bpf", "bpf", 0, "mode=0700"); err != nil {
 		return nil, fmt.Errorf("mounting a private bpffs: %w", err)
 	}
-	// containerd and runc keep state under /run at fixed paths (pod netns
-	// files, runc's root): keep them here.
-	for _, d := range []string{"/run/netns", "/run/containerd", "/var/lib/cni", "/run/socklb"} {
+	// containerd, runc, CNI and kubelet keep state at fixed paths: keep
+	// it here.
+	for _, d := range privateDirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
