@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build generate check-generated test unit fuzz demo vet clean e2e e2e-tools bench bench-smoke bench-report bench-ci conformance conformance-tools
+.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools bench bench-smoke bench-report bench-ci conformance conformance-tools
 
 all: build
 
@@ -14,6 +14,14 @@ build:
 
 # Rebuild the BPF objects and their Go bindings (needs clang, llvm-strip,
 # libbpf-dev). The output is committed so `go build` needs no clang.
+# socklb's image without a container engine: an OCI layout tarball with
+# amd64 and arm64 images under one index, reproducible from the same commit.
+# Load it with `ctr -n k8s.io images import`, or push it with
+# `skopeo copy oci-archive:bin/socklb-image.tar docker://REGISTRY/socklb:TAG`.
+IMAGE ?= localhost/socklb:$(VERSION)
+image:
+	$(GO) run ./deploy/image --out bin/socklb-image.tar --name $(IMAGE) --version $(VERSION)
+
 generate:
 	$(GO) generate ./bpf/...
 

@@ -7,6 +7,15 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/socklb/socklb/internal/oci"
+)
+
+// The e2e images the chosen tests run, under the names the suite expects
+// (k8s.io/kubernetes test/utils/image/manifest.go at v1.37.2).
+const (
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	BusyBoxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
 )
 
 // LabclientImage holds tests/labclient beside agnhost, whose `pause`
@@ -22,15 +31,15 @@ type Binaries struct {
 // paths: the e2e images under the names the suite expects, the pause
 // image, socklb's image and the labclient image. rootfs is AgnhostRootfs.
 func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
-	agnhost, err := FilesLayer([]File{{Path: "/agnhost", Src: b.Agnhost, Mode: 0o755}})
+	agnhost, err := oci.FilesLayer([]oci.File{{Path: "/agnhost", Src: b.Agnhost, Mode: 0o755}})
 	if err != nil {
 		return nil, err
 	}
-	base, err := DirLayer(rootfs, dir)
+	base, err := oci.DirLayer(rootfs, dir)
 	if err != nil {
 		return nil, err
 	}
-	labclient, err := FilesLayer([]File{{Path: "/labclient", Src: b.Labclient, Mode: 0o755}})
+	labclient, err := oci.FilesLayer([]oci.File{{Path: "/labclient", Src: b.Labclient, Mode: 0o755}})
 	if err != nil {
 		return nil, err
 	}
@@ -52,12 +61,12 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 	}
 	var out []string
 	for i, s := range specs {
-		img, err := Image(s.entrypoint, s.cmd, s.layers...)
+		img, err := oci.Image("amd64", s.entrypoint, s.cmd, s.layers...)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", s.ref, err)
 		}
 		path := filepath.Join(dir, fmt.Sprintf("image-%d.tar", i))
-		if err := WriteOCI(path, s.ref, img); err != nil {
+		if err := oci.WriteOCI(path, s.ref, img); err != nil {
 			return nil, err
 		}
 		out = append(out, path)
@@ -76,12 +85,12 @@ func busyboxLayer(bin string) (v1.Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s --list (apt-get install busybox-static): %w", bin, err)
 	}
-	files := []File{{Path: "/bin/busybox", Src: bin, Mode: 0o755}}
+	files := []oci.File{{Path: "/bin/busybox", Src: bin, Mode: 0o755}}
 	for _, a := range strings.Fields(string(out)) {
 		if a != "busybox" {
-			files = append(files, File{Path: "/bin/" + a, Link: "busybox"})
+			files = append(files, oci.File{Path: "/bin/" + a, Link: "busybox"})
 		}
 	}
-	files = append(files, File{Path: "/tmp/.keep", Src: "/dev/null", Mode: 0o644})
-	return FilesLayer(files)
+	files = append(files, oci.File{Path: "/tmp/.keep", Src: "/dev/null", Mode: 0o644})
+	return oci.FilesLayer(files)
 }

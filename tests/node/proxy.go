@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/socklb/socklb/internal/oci"
 	"github.com/socklb/socklb/tests/cluster"
 )
 
@@ -21,15 +22,11 @@ const SocklbImage = "localhost/socklb:node"
 // SocklbImageTarball builds socklb's image from the static binary bin
 // (`make build`): the binary alone, as deploy/ runs it.
 func SocklbImageTarball(bin, out string) error {
-	l, err := FilesLayer([]File{{Path: "/socklb", Src: bin, Mode: 0o755}})
+	img, err := oci.SocklbImage("amd64", bin)
 	if err != nil {
 		return err
 	}
-	img, err := Image([]string{"/socklb"}, nil, l)
-	if err != nil {
-		return err
-	}
-	return WriteOCI(out, SocklbImage, img)
+	return oci.WriteOCI(out, SocklbImage, img)
 }
 
 // overlay is what a user of this node changes in deploy/: the image, the

@@ -1,4 +1,8 @@
-package node
+// Package oci builds container images as OCI layout tarballs without a
+// container engine: socklb's own image (`make image`) and the images of the
+// real-node tests. Every layer and file is written with fixed times and
+// sorted entries, so the same inputs give the same bytes.
+package oci
 
 import (
 	"archive/tar"
@@ -7,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,13 +23,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-)
-
-// The e2e images the chosen tests run, under the names the suite expects
-// (k8s.io/kubernetes test/utils/image/manifest.go at v1.37.2).
-const (
-	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
-	BusyBoxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
 )
 
 // File is one entry of an image layer.
@@ -163,8 +159,8 @@ func DirLayer(root, tmpDir string) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return os.Open(path) })
 }
 
-// Image assembles an amd64 Linux image from layers.
-func Image(entrypoint, cmd []string, layers ...v1.Layer) (v1.Image, error) {
+// Image assembles a Linux image for arch (GOARCH) from layers.
+func Image(arch string, entrypoint, cmd []string, layers ...v1.Layer) (v1.Image, error) {
 	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return nil, err
@@ -174,7 +170,7 @@ func Image(entrypoint, cmd []string, layers ...v1.Layer) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = "linux", arch
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint, cf.Config.Cmd = entrypoint, cmd
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -184,6 +180,33 @@ func Image(entrypoint, cmd []string, layers ...v1.Layer) (v1.Image, error) {
 // WriteOCI writes img as an OCI layout tarball whose index names it ref,
 // in the annotation `ctr images import` reads.
 func WriteOCI(path, ref string, img v1.Image) error {
+	return write(path, ref, func(p layout.Path, ann layout.Option) error { return p.AppendImage(img, ann) })
+}
+
+// WriteOCIIndex writes a multi-platform index (one image per platform) as
+// an OCI layout tarball named ref.
+func WriteOCIIndex(path, ref string, idx v1.ImageIndex) error {
+	return write(path, ref, func(p layout.Path, ann layout.Option) error { return p.AppendIndex(idx, ann) })
+}
+
+// Index is a multi-platform index of images, keyed by GOARCH.
+func Index(images map[string]v1.Image) v1.ImageIndex {
+	var adds []mutate.IndexAddendum
+	for _, arch := range sortedKeys(boolSet(images)) {
+		adds = append(adds, mutate.IndexAddendum{Add: images[arch], Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	return mutate.AppendManifests(empty.Index, adds...)
+}
+
+func boolSet[V any](m map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func write(path, ref string, add func(layout.Path, layout.Option) error) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return err
@@ -197,17 +220,60 @@ func WriteOCI(path, ref string, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+	if err := add(p, layout.WithAnnotations(map[string]string{
 		"io.containerd.image.name":          tag.Name(),
 		"org.opencontainers.image.ref.name": tag.TagStr(),
 	})); err != nil {
 		return fmt.Errorf("writing %s: %w", ref, err)
 	}
-	out, err := exec.Command("tar", "-C", dir, "-cf", path, ".").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("tar of the OCI layout of %s: %v: %s", ref, err, out)
+	return tarDir(dir, path)
+}
+
+// tarDir writes the files of dir into a tarball at path, sorted, with
+// fixed times and owners.
+func tarDir(dir, path string) error {
+	var files []string
+	if err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && p != dir {
+			files = append(files, p)
+		}
+		return err
+	}); err != nil {
+		return err
 	}
-	return nil
+	sort.Strings(files)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	for _, p := range files {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h := &tar.Header{Name: rel, Mode: 0o644, ModTime: epoch, Typeflag: tar.TypeReg, Size: fi.Size()}
+		if fi.IsDir() {
+			h.Name, h.Mode, h.Typeflag, h.Size = rel+"/", 0o755, tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if _, err := tw.Write(b); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func sortedKeys(m map[string]bool) []string {
