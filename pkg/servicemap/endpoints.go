@@ -106,7 +106,10 @@ func (b *builder) indexSlices(in []*discoveryv1.EndpointSlice) map[types.Namespa
 
 	out := make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(sorted))
 	for _, s := range sorted {
-		if ignoredByLabels(s.Labels) {
+		// kube-proxy's slice informer selects on this label alone
+		// (cmd/kube-proxy/app/server.go). A slice's copy of its Service's
+		// service-proxy-name label is not read: the Service decides.
+		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
 			continue
 		}
 		svc := s.Labels[discoveryv1.LabelServiceName]
