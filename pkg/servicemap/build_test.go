@@ -301,6 +301,34 @@ func TestBuild(t *testing.T) {
 			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]"},
 		},
 		{
+			// pkg/proxy/endpointslicecache.go addEndpoints: `!exists || !terminating`.
+			name:     "duplicate: the copy that is not terminating wins even when not ready, hiding the terminating one",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{
+				v4("default/web-a", "web", httpPort, servingTerminating("10.0.0.1"), servingTerminating("10.0.0.2")),
+				v4("default/web-b", "web", httpPort, notReady("10.0.0.1")),
+			},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]"},
+		},
+		{
+			name:     "duplicate: the not-terminating copy wins whichever slice comes first",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{
+				v4("default/web-a", "web", httpPort, notReady("10.0.0.1")),
+				v4("default/web-b", "web", httpPort, servingTerminating("10.0.0.1"), servingTerminating("10.0.0.2")),
+			},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]"},
+		},
+		{
+			name:     "duplicate: a not-ready, not-terminating copy alone leaves the Service with no usable endpoint",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{
+				v4("default/web-a", "web", httpPort, servingTerminating("10.0.0.1")),
+				v4("default/web-b", "web", httpPort, notReady("10.0.0.1")),
+			},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
+		},
+		{
 			name:     "the same IP with two target ports (target port change) is two backends",
 			services: []*corev1.Service{web()},
 			slices: []*discoveryv1.EndpointSlice{
