@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -31,7 +30,7 @@ type agentFlags struct {
 	hostNSOnly                          bool
 	profiling                           bool
 	terminateSockets                    string
-	nodePortAddresses                   []netip.Prefix
+	nodePortAddresses                   nodePortFlag
 }
 
 func parseAgentFlags(args []string) (agentFlags, error) {
@@ -51,7 +50,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
-	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
+	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
 		return f, err
