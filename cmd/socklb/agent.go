@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/socklb/socklb/pkg/agent"
+	"github.com/socklb/socklb/pkg/agent/healthcheck"
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
@@ -141,7 +142,11 @@ func runAgent(args []string) error {
 	} else if addr != nil {
 		log.Info("serving metrics", "addr", addr.String())
 	}
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics}
+	// Per-Service health checks listen on node addresses, as kube-proxy's
+	// do; they stop with the agent, as kube-proxy's do.
+	hc := &healthcheck.Server{Log: log, Healthy: func() bool { _, st := health.Status(false); return st.Healthy }}
+	defer hc.Close()
+	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc}
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
