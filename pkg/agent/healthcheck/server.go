@@ -37,6 +37,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	instances map[key]*instance
+	failed    map[key]string // last listen error, logged once per change
 }
 
 type key struct {
@@ -57,14 +58,16 @@ type instance struct {
 // Sync makes the listeners match checks: new ones are opened, gone ones
 // closed, ones whose port or addresses changed reopened, and every
 // count updated. A listener that cannot be opened (the port is taken) is
-// logged naming the Service and tried again at the next Sync, as
-// kube-proxy does at each of its syncs.
+// logged naming the Service (once until the error changes) and tried again
+// at the next Sync, as kube-proxy does at each of its syncs.
 func (s *Server) Sync(checks []servicemap.HealthCheck) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.instances == nil {
 		s.instances = map[key]*instance{}
 	}
+	failed := map[key]string{}
+	defer func() { s.failed = failed }()
 	want := make(map[key]servicemap.HealthCheck, len(checks))
 	for _, hc := range checks {
 		want[key{hc.Service, hc.IPv6}] = hc
@@ -82,8 +85,13 @@ func (s *Server) Sync(checks []servicemap.HealthCheck) {
 		if inst == nil {
 			var err error
 			if inst, err = s.open(k, hc); err != nil {
-				s.Log.Error("health check not served; load balancers will see this node as down for the Service until the port is free",
-					"service", k.svc.String(), "port", hc.Port, "err", err)
+				// Beside kube-proxy the port is kube-proxy's, which answers
+				// the same: say so once, not at every sync.
+				failed[k] = err.Error()
+				if s.failed[k] != err.Error() {
+					s.Log.Error("health check not served: another process (kube-proxy, if it runs beside socklb) holds the port, or the address is gone; retrying at every sync",
+						"service", k.svc.String(), "port", hc.Port, "err", err)
+				}
 				continue
 			}
 			s.instances[k] = inst

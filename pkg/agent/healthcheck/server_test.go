@@ -1,11 +1,13 @@
 package healthcheck
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,10 +108,11 @@ func TestServerAnswersAsKubeProxy(t *testing.T) {
 	}
 }
 
-// TestServerRetriesATakenPort: a port someone else holds is logged and
-// tried again at the next Sync.
+// TestServerRetriesATakenPort: a port someone else holds (kube-proxy,
+// beside socklb) is logged once, and tried again at every Sync.
 func TestServerRetriesATakenPort(t *testing.T) {
-	s := &Server{Healthy: func() bool { return true }, Log: slog.New(slog.DiscardHandler)}
+	var logs bytes.Buffer
+	s := &Server{Healthy: func() bool { return true }, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	t.Cleanup(s.Close)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -119,6 +122,14 @@ func TestServerRetriesATakenPort(t *testing.T) {
 	hc := []servicemap.HealthCheck{{Service: types.NamespacedName{Namespace: "default", Name: "web"}, Port: port,
 		Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, LocalEndpoints: 1}}
 	s.Sync(hc)
+	s.Sync(hc)
+	s.Sync(hc)
+	if n := strings.Count(logs.String(), "health check not served"); n != 1 {
+		t.Errorf("taken port logged %d times over 3 syncs, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "service=default/web") {
+		t.Errorf("the log does not name the Service:\n%s", logs.String())
+	}
 	ln.Close()
 	s.Sync(hc)
 	if code, _, _ := get(t, port); code != 200 {
