@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/socklb/socklb/pkg/agent"
+	"github.com/socklb/socklb/pkg/agent/healthcheck"
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
@@ -31,7 +31,7 @@ type agentFlags struct {
 	hostNSOnly                          bool
 	profiling                           bool
 	terminateSockets                    string
-	nodePortAddresses                   []netip.Prefix
+	nodePortAddresses                   nodePortFlag
 }
 
 func parseAgentFlags(args []string) (agentFlags, error) {
@@ -51,7 +51,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
-	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
+	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -142,7 +142,11 @@ func runAgent(args []string) error {
 	} else if addr != nil {
 		log.Info("serving metrics", "addr", addr.String())
 	}
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics}
+	// Per-Service health checks listen on node addresses, as kube-proxy's
+	// do; they stop with the agent, as kube-proxy's do.
+	hc := &healthcheck.Server{Log: log, Healthy: func() bool { _, st := health.Status(false); return st.Healthy }}
+	defer hc.Close()
+	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc}
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err

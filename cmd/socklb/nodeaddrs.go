@@ -17,7 +17,7 @@ import (
 // new address is picked up with the next API change.
 type withNodeAddresses struct {
 	source.Source
-	filter []netip.Prefix
+	filter nodePortFlag
 	log    *slog.Logger
 }
 
@@ -28,24 +28,53 @@ func (s withNodeAddresses) Snapshot() servicemap.Input {
 		s.log.Warn("NodePorts are served on the Node object's addresses only", "err", err)
 	}
 	in.LocalAddresses = addrs
-	in.NodePortAddresses = s.filter
+	in.NodePortAddresses = s.filter.prefixes
+	in.NodePortPrimary = s.filter.primary
 	return in
 }
 
+// nodePortFlag is --nodeport-addresses as kube-proxy v1.37 reads it.
+type nodePortFlag struct {
+	prefixes []netip.Prefix
+	primary  bool
+}
+
 // parseNodePortAddresses reads kube-proxy's --nodeport-addresses: a comma
-// separated list of CIDRs.
-func parseNodePortAddresses(v string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
+// separated list of CIDRs and the keywords kube-proxy accepts
+// (validateKubeProxyNodePortAddress in pkg/proxy/apis/config/validation,
+// each keyword at most once) and expands (expandNodePortAddressKeywords in
+// cmd/kube-proxy/app/server.go): "localhost" is 127.0.0.0/8 and ::1/128,
+// "all" is 0.0.0.0/0 and ::/0, "primary" is the node's primary address of
+// each family, which only its Node object knows, so servicemap resolves it
+// at every build (Input.NodePortPrimary).
+func parseNodePortAddresses(v string) (nodePortFlag, error) {
+	var out nodePortFlag
+	seen := map[string]bool{}
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
-		if f == "" {
+		switch f {
+		case "":
 			continue
+		case "primary", "localhost", "all":
+			if seen[f] {
+				return out, fmt.Errorf("--nodeport-addresses: keyword %q appears twice; give it once", f)
+			}
+			seen[f] = true
 		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("--nodeport-addresses: %q is not a CIDR (e.g. 10.0.0.0/8,fd00::/64): %w", f, err)
+		switch f {
+		case "primary":
+			out.primary = true
+		case "localhost":
+			out.prefixes = append(out.prefixes, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+		case "all":
+			out.prefixes = append(out.prefixes, netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"))
+		default:
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				return out, fmt.Errorf("--nodeport-addresses: %q is not a CIDR or one of the keywords primary, localhost, all (e.g. primary,10.0.0.0/8,fd00::/64): %w", f, err)
+			}
+			out.prefixes = append(out.prefixes, p.Masked())
 		}
-		out = append(out, p.Masked())
 	}
 	return out, nil
 }

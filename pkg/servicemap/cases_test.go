@@ -20,12 +20,13 @@ type buildCase struct {
 	nodeName string
 	local    []string // Input.LocalAddresses
 	filter   []string // Input.NodePortAddresses
+	primary  bool     // Input.NodePortPrimary
 	want     []string // render(State)
 	problems []string // each a substring of the problem at that index
 }
 
 func (tc buildCase) input() Input {
-	in := Input{Services: tc.services, Slices: tc.slices, Nodes: tc.nodes, NodeName: tc.nodeName}
+	in := Input{Services: tc.services, Slices: tc.slices, Nodes: tc.nodes, NodeName: tc.nodeName, NodePortPrimary: tc.primary}
 	for _, a := range tc.local {
 		in.LocalAddresses = append(in.LocalAddresses, netip.MustParseAddr(a))
 	}
