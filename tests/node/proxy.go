@@ -38,8 +38,7 @@ kind: Kustomization
 resources:
   - {{base}}
 images:
-  - name: socklb
-    newName: localhost/socklb
+  - name: localhost/socklb
     newTag: node
 patches:
   - target:
