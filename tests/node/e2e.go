@@ -29,12 +29,16 @@ func (n *Node) RunE2E(focus, skip, reportDir, logPath string, timeout time.Durat
 	if err := os.MkdirAll(reportDir, 0o755); err != nil {
 		return err
 	}
+	bin := filepath.Join(n.Tools, "e2e.test")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("the suite is not built (tests/e2e/tools/build.sh --node): %w", err)
+	}
 	log, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(filepath.Join(n.Tools, "e2e.test"),
+	cmd := exec.Command(bin,
 		"--kubeconfig="+n.CP.AdminKubeconfig,
 		"--kubectl-path="+filepath.Join(n.Tools, "kubectl"),
 		"--provider=local",
