@@ -33,6 +33,7 @@ type SocklbBackend struct {
 	Port  uint16
 	Proto uint8
 	Flags uint8
+	Id    uint32
 }
 
 type SocklbBackendStats struct {
@@ -63,6 +64,13 @@ type SocklbSlotKey struct {
 	SvcId      uint32
 	Generation uint32
 	Slot       uint32
+}
+
+type SocklbSlotValue struct {
+	_          structs.HostLayout
+	BackendId  uint32
+	SvcId      uint32
+	Generation uint32
 }
 
 type SocklbSvcKey struct {

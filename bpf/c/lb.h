@@ -64,26 +64,78 @@ static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
 		st->datagrams++;
 }
 
+/* The readers below copy a map value once and check the copy belongs to
+ * the key they looked up: an element can be reused for another key while a
+ * hook holds it (maps.h, "Recycled elements"). A failed check reads as a
+ * miss, and a miss retries against a fresh service entry. */
+
+static __always_inline int lb_service(const struct svc_key *key, struct svc_value *sv)
+{
+	struct svc_value *v = bpf_map_lookup_elem(&services, key);
+
+	if (!v)
+		return 0;
+	*sv = *v;
+	return 1;
+}
+
+/* lb_same_service re-reads the entry after the slot and backend were read:
+ * a copy taken from an element recycled for another frontend has that
+ * frontend's svc id, which ids being unique per frontend tells apart. */
+static __always_inline int lb_same_service(const struct svc_key *key, const struct svc_value *sv)
+{
+	struct svc_value now;
+
+	return lb_service(key, &now) && now.svc_id == sv->svc_id;
+}
+
+/* lb_slot returns the backend id in slot of sv's generation, or 0. */
+static __always_inline __u32 lb_slot(const struct svc_value *sv, __u32 slot)
+{
+	struct slot_key sk = {};
+	struct slot_value *v, s;
+
+	sk.svc_id = sv->svc_id;
+	sk.generation = sv->generation;
+	sk.slot = slot;
+	v = bpf_map_lookup_elem(&slots, &sk);
+	if (!v)
+		return 0;
+	s = *v;
+	if (s.svc_id != sk.svc_id || s.generation != sk.generation)
+		return 0;
+	return s.backend_id;
+}
+
+static __always_inline int lb_backend(__u32 id, struct backend *be)
+{
+	struct backend *v = bpf_map_lookup_elem(&backends, &id);
+
+	if (!v)
+		return 0;
+	*be = *v;
+	return be->id == id;
+}
+
 /* lb_sticky returns the client's backend while its affinity is fresh and
  * the backend still exists (a removed backend's id is deleted, and ids are
  * not reused until the 32-bit space wraps). */
 static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now)
 {
 	struct affinity_key ak = {};
-	struct affinity_value *av;
+	struct affinity_value *av, a;
 
 	ak.client = client;
 	ak.svc_id = svc->svc_id;
 	av = bpf_map_lookup_elem(&affinity, &ak);
 	if (!av)
 		return 0;
-	if (now - av->last_used > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
-		return 0;
-	if (!bpf_map_lookup_elem(&backends, &av->backend_id))
+	a = *av;
+	if (now - a.last_used > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
 		return 0;
 	/* In place: the timeout runs from the client's last connection. */
 	av->last_used = now;
-	return av->backend_id;
+	return a.backend_id;
 }
 
 static __always_inline void lb_stick(__u32 svc_id, __u64 client, __u32 backend_id, __u64 now)
@@ -101,79 +153,64 @@ static __always_inline void lb_stick(__u32 svc_id, __u64 client, __u32 backend_i
 static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 {
 	struct svc_key key = {};
+	struct svc_value sv = {};
+	struct backend be = {};
 	struct revnat_key rkey = {};
 	struct revnat_value rval = {}, *cur;
-	struct svc_value *svc;
-	struct backend *be = NULL;
-	__u32 *backend_id = NULL;
-	__u32 sticky = 0, svc_id = 0, timeout = 0;
+	__u32 id = 0, sticky = 0;
 	__u64 now = 0;
-	int i;
+	int i, found = 0;
 
 	__builtin_memcpy(key.addr, req->addr, sizeof(key.addr));
 	key.port = req->port;
 	key.proto = req->proto;
 
 	for (i = 0; i < LB_MAX_TRIES; i++) {
-		struct slot_key sk = {};
-		__u32 count;
-
-		svc = bpf_map_lookup_elem(&services, &key);
-		if (!svc)
+		if (!lb_service(&key, &sv))
 			return LB_PASS;
-		count = svc->count;
-		if (count == 0)
-			return (svc->flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
-		timeout = svc->affinity_timeout;
-		if (timeout) {
+		if (sv.count == 0)
+			return (sv.flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
+		sticky = 0;
+		if (sv.affinity_timeout) {
 			now = bpf_ktime_get_ns();
-			sticky = lb_sticky(svc, req->client, now);
-			if (sticky) {
-				backend_id = &sticky;
-				be = bpf_map_lookup_elem(&backends, &sticky);
-				if (be) {
-					svc_id = svc->svc_id;
-					break;
-				}
-				sticky = 0;
+			sticky = lb_sticky(&sv, req->client, now);
+			if (sticky && lb_backend(sticky, &be)) {
+				id = sticky;
+				found = 1;
+				break;
 			}
+			sticky = 0;
 		}
-		sk.svc_id = svc->svc_id;
-		sk.generation = svc->generation;
-		sk.slot = bpf_get_prandom_u32() % count;
-		backend_id = bpf_map_lookup_elem(&slots, &sk);
-		if (!backend_id)
+		id = lb_slot(&sv, bpf_get_prandom_u32() % sv.count);
+		if (!id || !lb_backend(id, &be) || !lb_same_service(&key, &sv))
 			continue;
-		be = bpf_map_lookup_elem(&backends, backend_id);
-		if (be) {
-			svc_id = sk.svc_id;
-			break;
-		}
+		found = 1;
+		break;
 	}
 	/* Only a writer flipping generations on every try gets here; refusing
 	 * is honest (the service exists) and the client may retry. */
-	if (!be || !backend_id)
+	if (!found)
 		return LB_REFUSE;
-	if (timeout && !sticky)
-		lb_stick(svc_id, req->client, *backend_id, now);
+	if (sv.affinity_timeout && !sticky)
+		lb_stick(sv.svc_id, req->client, id, now);
 
 	rkey.cookie = req->cookie;
-	__builtin_memcpy(rkey.addr, be->addr, sizeof(rkey.addr));
-	rkey.port = be->port;
+	__builtin_memcpy(rkey.addr, be.addr, sizeof(rkey.addr));
+	rkey.port = be.port;
 	__builtin_memcpy(rval.addr, req->addr, sizeof(rval.addr));
 	rval.port = req->port;
-	rval.svc_id = svc_id;
+	rval.svc_id = sv.svc_id;
 	/* An unconnected UDP socket sends many datagrams to one backend:
 	 * a lookup (which also keeps the LRU entry warm) is cheaper than
 	 * rewriting the entry under its bucket lock every time. */
 	cur = bpf_map_lookup_elem(&revnat, &rkey);
-	if (!cur || cur->port != rval.port || cur->svc_id != svc_id || !addr_eq(cur->addr, rval.addr))
+	if (!cur || cur->port != rval.port || cur->svc_id != rval.svc_id || !addr_eq(cur->addr, rval.addr))
 		bpf_map_update_elem(&revnat, &rkey, &rval, BPF_ANY);
 
-	__builtin_memcpy(req->addr, be->addr, sizeof(req->addr));
-	req->port = be->port;
-	req->backend_id = *backend_id;
-	lb_count(req->backend_id, what);
+	__builtin_memcpy(req->addr, be.addr, sizeof(req->addr));
+	req->port = be.port;
+	req->backend_id = id;
+	lb_count(id, what);
 	return LB_XLATED;
 }
 

@@ -48,12 +48,22 @@ struct slot_key {
 	__u32 slot;
 };
 
+/* A slot echoes its own key's service id and generation: an element a
+ * writer deleted can hold another key's value by the time a reader copies it
+ * (see "Recycled elements" below), and the echo is how the reader notices. */
+struct slot_value {
+	__u32 backend_id;
+	__u32 svc_id;
+	__u32 generation;
+};
+
 /* KUBE-SEP-*: where a backend lives. */
 struct backend {
 	__u8 addr[16];
 	__be16 port;
 	__u8 proto;
 	__u8 flags;
+	__u32 id; /* its own key, echoed, for the same reason as slot_value's */
 };
 
 /* Per-socket reverse translation, so replies and getpeername show the VIP. */
@@ -100,10 +110,15 @@ struct backend_stats {
 	__u64 datagrams;
 };
 
+/* Recycled elements. BPF_F_NO_PREALLOC only saves memory: it does not make
+ * a deleted or replaced element wait for an RCU grace period. Since Linux 6.1
+ * hash maps allocate from bpf_mem_alloc, which hands a freed element to the
+ * next update at once (the memory stays a valid map element, its contents
+ * may be another key's). A hook therefore copies each value once to its
+ * stack and checks the copy belongs to the key it looked up (slot_value's
+ * and backend's echoes, the service entry read again) before using it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	/* Not preallocated: a replaced element is freed after an RCU grace
-	 * period instead of being recycled under a reader's feet. */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, SOCKLB_MAX_SERVICES);
 	__type(key, struct svc_key);
@@ -115,7 +130,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, SOCKLB_MAX_BACKENDS);
 	__type(key, struct slot_key);
-	__type(value, __u32); /* backend id */
+	__type(value, struct slot_value);
 } slots SEC(".maps");
 
 struct {

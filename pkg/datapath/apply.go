@@ -156,7 +156,8 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	}
 	for slot, id := range next.BackendIDs {
 		sk := socklbbpf.SocklbSlotKey{SvcId: next.ID, Generation: next.Generation, Slot: uint32(slot)}
-		if err := put(func() error { return d.t.slots.Put(sk, id) }); err != nil {
+		sv := socklbbpf.SocklbSlotValue{BackendId: id, SvcId: next.ID, Generation: next.Generation}
+		if err := put(func() error { return d.t.slots.Put(sk, sv) }); err != nil {
 			rollback()
 			return mapErr("slots", "--max-backends", err)
 		}
@@ -244,7 +245,7 @@ func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (
 		d.backendIDs.free(id)
 		return 0, mapErr("stats", "--max-backends", err)
 	}
-	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto)}
+	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto), Id: id}
 	if err := put(func() error { return d.t.backends.Put(id, be) }); err != nil {
 		_ = d.t.stats.Delete(id)
 		d.backendIDs.free(id)

@@ -60,13 +60,14 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))
 		}
 		for slot := uint32(0); slot < v.Count; slot++ {
-			var id uint32
+			var sv socklbbpf.SocklbSlotValue
 			var be socklbbpf.SocklbBackend
 			sk := socklbbpf.SocklbSlotKey{SvcId: v.SvcId, Generation: v.Generation, Slot: slot}
-			if err := t.slots.Lookup(sk, &id); err != nil {
+			if err := t.slots.Lookup(sk, &sv); err != nil {
 				s.Broken = true
 				continue
 			}
+			id := sv.BackendId
 			if err := t.backends.Lookup(id, &be); err != nil {
 				s.Broken = true
 				continue
