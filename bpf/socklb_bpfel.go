@@ -21,10 +21,12 @@ type SocklbAffinityKey struct {
 }
 
 type SocklbAffinityValue struct {
-	_         structs.HostLayout
-	LastUsed  uint64
-	BackendId uint32
-	Pad       uint32
+	_        structs.HostLayout
+	LastUsed uint64
+	Addr     [16]uint8
+	Port     uint16
+	Pad      uint16
+	Pad2     uint32
 }
 
 type SocklbBackend struct {
@@ -40,6 +42,14 @@ type SocklbBackendStats struct {
 	_         structs.HostLayout
 	Connects  uint64
 	Datagrams uint64
+}
+
+type SocklbMemberKey struct {
+	_     structs.HostLayout
+	SvcId uint32
+	Port  uint16
+	Pad   uint16
+	Addr  [16]uint8
 }
 
 type SocklbRevnatKey struct {
@@ -103,6 +113,7 @@ type SocklbSvcValue struct {
 const (
 	SocklbMapAffinity            = "affinity"
 	SocklbMapBackends            = "backends"
+	SocklbMapMembers             = "members"
 	SocklbMapRevnat              = "revnat"
 	SocklbMapServices            = "services"
 	SocklbMapSlots               = "slots"
@@ -178,6 +189,7 @@ type SocklbProgramSpecs struct {
 type SocklbMapSpecs struct {
 	Affinity *ebpf.MapSpec `ebpf:"affinity"`
 	Backends *ebpf.MapSpec `ebpf:"backends"`
+	Members  *ebpf.MapSpec `ebpf:"members"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
 	Slots    *ebpf.MapSpec `ebpf:"slots"`
@@ -215,6 +227,7 @@ func (o *SocklbObjects) Close() error {
 type SocklbMaps struct {
 	Affinity *ebpf.Map `ebpf:"affinity"`
 	Backends *ebpf.Map `ebpf:"backends"`
+	Members  *ebpf.Map `ebpf:"members"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
 	Slots    *ebpf.Map `ebpf:"slots"`
@@ -226,6 +239,7 @@ func (m *SocklbMaps) Close() error {
 	return _SocklbClose(
 		m.Affinity,
 		m.Backends,
+		m.Members,
 		m.Revnat,
 		m.Services,
 		m.Slots,

@@ -37,6 +37,7 @@ type SocklbTestTestCtx struct {
 const (
 	SocklbTestMapAffinity               = "affinity"
 	SocklbTestMapBackends               = "backends"
+	SocklbTestMapMembers                = "members"
 	SocklbTestMapRevnat                 = "revnat"
 	SocklbTestMapServices               = "services"
 	SocklbTestMapSlots                  = "slots"
@@ -104,6 +105,7 @@ type SocklbTestProgramSpecs struct {
 type SocklbTestMapSpecs struct {
 	Affinity *ebpf.MapSpec `ebpf:"affinity"`
 	Backends *ebpf.MapSpec `ebpf:"backends"`
+	Members  *ebpf.MapSpec `ebpf:"members"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
 	Slots    *ebpf.MapSpec `ebpf:"slots"`
@@ -141,6 +143,7 @@ func (o *SocklbTestObjects) Close() error {
 type SocklbTestMaps struct {
 	Affinity *ebpf.Map `ebpf:"affinity"`
 	Backends *ebpf.Map `ebpf:"backends"`
+	Members  *ebpf.Map `ebpf:"members"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
 	Slots    *ebpf.Map `ebpf:"slots"`
@@ -152,6 +155,7 @@ func (m *SocklbTestMaps) Close() error {
 	return _SocklbTestClose(
 		m.Affinity,
 		m.Backends,
+		m.Members,
 		m.Revnat,
 		m.Services,
 		m.Slots,

@@ -27,6 +27,7 @@ type SocktermSockTarget struct {
 const (
 	SocktermMapAffinity          = "affinity"
 	SocktermMapBackends          = "backends"
+	SocktermMapMembers           = "members"
 	SocktermMapRevnat            = "revnat"
 	SocktermMapServices          = "services"
 	SocktermMapSlots             = "slots"
@@ -90,6 +91,7 @@ type SocktermProgramSpecs struct {
 type SocktermMapSpecs struct {
 	Affinity      *ebpf.MapSpec `ebpf:"affinity"`
 	Backends      *ebpf.MapSpec `ebpf:"backends"`
+	Members       *ebpf.MapSpec `ebpf:"members"`
 	Revnat        *ebpf.MapSpec `ebpf:"revnat"`
 	Services      *ebpf.MapSpec `ebpf:"services"`
 	Slots         *ebpf.MapSpec `ebpf:"slots"`
@@ -127,6 +129,7 @@ func (o *SocktermObjects) Close() error {
 type SocktermMaps struct {
 	Affinity      *ebpf.Map `ebpf:"affinity"`
 	Backends      *ebpf.Map `ebpf:"backends"`
+	Members       *ebpf.Map `ebpf:"members"`
 	Revnat        *ebpf.Map `ebpf:"revnat"`
 	Services      *ebpf.Map `ebpf:"services"`
 	Slots         *ebpf.Map `ebpf:"slots"`
@@ -140,6 +143,7 @@ func (m *SocktermMaps) Close() error {
 	return _SocktermClose(
 		m.Affinity,
 		m.Backends,
+		m.Members,
 		m.Revnat,
 		m.Services,
 		m.Slots,

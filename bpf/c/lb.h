@@ -117,13 +117,36 @@ static __always_inline int lb_backend(__u32 id, struct backend *be)
 	return be->id == id;
 }
 
-/* lb_sticky returns the client's backend while its affinity is fresh and
- * the backend still exists (a removed backend's id is deleted, and ids are
- * not reused until the 32-bit space wraps). */
-static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now)
+/* lb_member copies the backend of endpoint addr:port in sv's Service to be
+ * and returns its id; 0 when the endpoint is not, or no longer, one of the
+ * Service's backends. The copy must name that endpoint: members' value may
+ * be recycled too. */
+static __always_inline __u32 lb_member(const struct svc_value *sv, const __u8 addr[16], __be16 port,
+				       struct backend *be)
+{
+	struct member_key mk = {};
+	__u32 *v, id;
+
+	mk.svc_id = sv->svc_id;
+	mk.port = port;
+	__builtin_memcpy(mk.addr, addr, sizeof(mk.addr));
+	v = bpf_map_lookup_elem(&members, &mk);
+	if (!v)
+		return 0;
+	id = *v;
+	if (!lb_backend(id, be) || be->port != port || !addr_eq(be->addr, addr))
+		return 0;
+	return id;
+}
+
+/* lb_sticky returns the backend id of the client's endpoint while its
+ * affinity is fresh and the endpoint is still one of the Service's
+ * backends (copied to be), else 0. */
+static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now, struct backend *be)
 {
 	struct affinity_key ak = {};
 	struct affinity_value *av, a;
+	__u32 id;
 
 	ak.client = client;
 	ak.svc_id = svc->svc_id;
@@ -133,12 +156,15 @@ static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client
 	a = *av;
 	if (now - a.last_used > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
 		return 0;
+	id = lb_member(svc, a.addr, a.port, be);
+	if (!id)
+		return 0;
 	/* In place: the timeout runs from the client's last connection. */
 	av->last_used = now;
-	return a.backend_id;
+	return id;
 }
 
-static __always_inline void lb_stick(__u32 svc_id, __u64 client, __u32 backend_id, __u64 now)
+static __always_inline void lb_stick(__u32 svc_id, __u64 client, const struct backend *be, __u64 now)
 {
 	struct affinity_key ak = {};
 	struct affinity_value av = {};
@@ -146,7 +172,8 @@ static __always_inline void lb_stick(__u32 svc_id, __u64 client, __u32 backend_i
 	ak.client = client;
 	ak.svc_id = svc_id;
 	av.last_used = now;
-	av.backend_id = backend_id;
+	__builtin_memcpy(av.addr, be->addr, sizeof(av.addr));
+	av.port = be->port;
 	bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
 }
 
@@ -170,19 +197,18 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 			return LB_PASS;
 		if (sv.count == 0)
 			return (sv.flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
-		sticky = 0;
+		id = 0;
 		if (sv.affinity_timeout) {
 			now = bpf_ktime_get_ns();
-			sticky = lb_sticky(&sv, req->client, now);
-			if (sticky && lb_backend(sticky, &be)) {
-				id = sticky;
-				found = 1;
-				break;
-			}
-			sticky = 0;
+			id = lb_sticky(&sv, req->client, now, &be);
 		}
-		id = lb_slot(&sv, bpf_get_prandom_u32() % sv.count);
-		if (!id || !lb_backend(id, &be) || !lb_same_service(&key, &sv))
+		sticky = id;
+		if (!id) {
+			id = lb_slot(&sv, bpf_get_prandom_u32() % sv.count);
+			if (!id || !lb_backend(id, &be))
+				continue;
+		}
+		if (!lb_same_service(&key, &sv))
 			continue;
 		found = 1;
 		break;
@@ -192,7 +218,7 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	if (!found)
 		return LB_REFUSE;
 	if (sv.affinity_timeout && !sticky)
-		lb_stick(sv.svc_id, req->client, id, now);
+		lb_stick(sv.svc_id, req->client, &be, now);
 
 	rkey.cookie = req->cookie;
 	__builtin_memcpy(rkey.addr, be.addr, sizeof(rkey.addr));

@@ -98,10 +98,25 @@ struct affinity_key {
 	__u32 pad;
 };
 
+/* The endpoint, not a backend id: ids are per frontend and reused, so an
+ * entry is honoured only while members says the endpoint is still one of
+ * the Service's backends. */
 struct affinity_value {
 	__u64 last_used; /* bpf_ktime_get_ns() */
-	__u32 backend_id;
-	__u32 pad;
+	__u8 addr[16];
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+};
+
+/* Which endpoints a frontend has now: the backend-to-service match Cilium
+ * keeps (lb_affinity_match), so per-client and per-socket state naming an
+ * endpoint can be checked against the Service before it is used. */
+struct member_key {
+	__u32 svc_id;
+	__be16 port;
+	__u16 pad;
+	__u8 addr[16];
 };
 
 /* iptables -L -v pkts column, per KUBE-SEP. */
@@ -170,5 +185,13 @@ struct {
 	__type(key, struct affinity_key);
 	__type(value, struct affinity_value);
 } affinity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__type(key, struct member_key);
+	__type(value, __u32); /* backend id */
+} members SEC(".maps");
 
 #endif

@@ -152,6 +152,12 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		t := sockTarget(fe.Key.Proto, b)
 		d.ref(t)
 		undo = append(undo, func() { d.deleteBackend(id); d.unref(t) })
+		mk := memberKey(next.ID, b)
+		if err := put(func() error { return d.t.members.Put(mk, id) }); err != nil {
+			rollback()
+			return mapErr("members", "--max-backends", err)
+		}
+		undo = append(undo, func() { _ = d.t.members.Delete(mk) })
 		next.BackendIDs = append(next.BackendIDs, id)
 	}
 	for slot, id := range next.BackendIDs {
@@ -215,6 +221,7 @@ func (d *Datapath) retire(old, next *Service) {
 	}
 	for i, id := range old.BackendIDs {
 		if !kept[id] {
+			_ = d.t.members.Delete(memberKey(old.ID, old.Frontend.Backends[i]))
 			d.deleteBackend(id)
 			t := sockTarget(old.Frontend.Key.Proto, old.Frontend.Backends[i])
 			d.unref(t)
@@ -265,6 +272,10 @@ const (
 	svcFlagPolicyDrop = 0x1
 	svcFlagLocal      = 0x2
 )
+
+func memberKey(svcID uint32, b servicemap.Backend) socklbbpf.SocklbMemberKey {
+	return socklbbpf.SocklbMemberKey{SvcId: svcID, Addr: addrBytes(b.Addr), Port: portToMap(b.Port)}
+}
 
 func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto)}

@@ -101,11 +101,15 @@ func (d *Datapath) adopt() error {
 	}
 	live := map[socklbbpf.SocklbSlotKey]bool{}
 	liveBackends := map[uint32]bool{}
+	liveMembers := map[socklbbpf.SocklbMemberKey]bool{}
 	for _, s := range cur {
 		d.svcIDs.reserve(s.ID)
 		for _, id := range s.BackendIDs {
 			d.backendIDs.reserve(id)
 			liveBackends[id] = true
+		}
+		for _, b := range s.Frontend.Backends {
+			liveMembers[memberKey(s.ID, b)] = true
 		}
 		for slot := uint32(0); slot < uint32(len(s.BackendIDs)); slot++ {
 			live[socklbbpf.SocklbSlotKey{SvcId: s.ID, Generation: s.Generation, Slot: slot}] = true
@@ -122,6 +126,7 @@ func (d *Datapath) adopt() error {
 	errs = append(errs, sweep(d.t.slots, func(k socklbbpf.SocklbSlotKey) bool { return live[k] }))
 	errs = append(errs, sweep(d.t.backends, func(id uint32) bool { return liveBackends[id] }))
 	errs = append(errs, sweep(d.t.stats, func(id uint32) bool { return liveBackends[id] }))
+	errs = append(errs, sweep(d.t.members, func(k socklbbpf.SocklbMemberKey) bool { return liveMembers[k] }))
 	liveSvc := map[uint32]bool{}
 	for _, s := range cur {
 		liveSvc[s.ID] = true

@@ -95,6 +95,7 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 		socklbbpf.SocklbMapSvcNames: &t.svcNames,
 		socklbbpf.SocklbMapRevnat:   &t.revnat,
 		socklbbpf.SocklbMapAffinity: &t.affinity,
+		socklbbpf.SocklbMapMembers:  &t.members,
 	} {
 		m, err := open(name)
 		if err != nil {

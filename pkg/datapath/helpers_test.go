@@ -86,12 +86,8 @@ func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.
 		}
 	}
 	applySizes(spec.Maps, d.cfg)
-	m := d.Maps()
 	var objs socklbbpf.SocklbTestObjects
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		"services": m.Services, "slots": m.Slots, "backends": m.Backends,
-		"stats": m.Stats, "revnat": m.Revnat, "svc_names": m.SvcNames, "affinity": m.Affinity,
-	}})
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: sharedMaps(d.Maps())})
 	if err != nil {
 		t.Fatalf("loading test programs: %v", err)
 	}

@@ -65,6 +65,7 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 		socklbbpf.SocklbMapStats:    cfg.MaxBackends,
 		socklbbpf.SocklbMapRevnat:   cfg.MaxRevNAT,
 		socklbbpf.SocklbMapAffinity: cfg.MaxAffinity,
+		socklbbpf.SocklbMapMembers:  cfg.MaxBackends,
 	}
 	for name, ms := range maps {
 		if n, ok := sizes[name]; ok {
@@ -76,3 +77,15 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 // isStateMap tells the maps that hold socklb's state (pinned, adopted,
 // removed by Cleanup) from the loader's internal .rodata/.bss.
 func isStateMap(name string) bool { return !strings.HasPrefix(name, ".") }
+
+// sharedMaps is every state map by its C name, for objects (the socket
+// iterators, the test-run wrappers) that include maps.h and must use the
+// agent's maps instead of creating their own.
+func sharedMaps(m *socklbbpf.SocklbMaps) map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		socklbbpf.SocklbMapServices: m.Services, socklbbpf.SocklbMapSlots: m.Slots,
+		socklbbpf.SocklbMapBackends: m.Backends, socklbbpf.SocklbMapStats: m.Stats,
+		socklbbpf.SocklbMapRevnat: m.Revnat, socklbbpf.SocklbMapSvcNames: m.SvcNames,
+		socklbbpf.SocklbMapAffinity: m.Affinity, socklbbpf.SocklbMapMembers: m.Members,
+	}
+}
