@@ -14,10 +14,10 @@ import (
 )
 
 type SocklbAffinityKey struct {
-	_      structs.HostLayout
-	Client uint64
-	SvcId  uint32
-	Pad    uint32
+	_          structs.HostLayout
+	Client     uint64
+	AffinityId uint32
+	Pad        uint32
 }
 
 type SocklbAffinityValue struct {
@@ -105,6 +105,7 @@ type SocklbSvcValue struct {
 	Flags           uint16
 	Kind            uint8
 	Pad             uint8
+	AffinityId      uint32
 }
 
 // Names of all BPF objects in the ELF.

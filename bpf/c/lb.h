@@ -139,9 +139,11 @@ static __always_inline __u32 lb_member(const struct svc_value *sv, const __u8 ad
 	return id;
 }
 
-/* lb_sticky returns the backend id of the client's endpoint while its
- * affinity is fresh and the endpoint is still one of the Service's
- * backends (copied to be), else 0. */
+/* lb_sticky returns the backend id of the client's endpoint for this
+ * Service port while its affinity is fresh and the endpoint is a backend of
+ * this frontend (copied to be), else 0. The entry may have been made through
+ * another frontend of the port whose backends differ (externalTrafficPolicy
+ * Local): then this frontend picks anew and the entry follows. */
 static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now, struct backend *be)
 {
 	struct affinity_key ak = {};
@@ -149,7 +151,7 @@ static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client
 	__u32 id;
 
 	ak.client = client;
-	ak.svc_id = svc->svc_id;
+	ak.affinity_id = svc->affinity_id;
 	av = bpf_map_lookup_elem(&affinity, &ak);
 	if (!av)
 		return 0;
@@ -164,13 +166,13 @@ static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client
 	return id;
 }
 
-static __always_inline void lb_stick(__u32 svc_id, __u64 client, const struct backend *be, __u64 now)
+static __always_inline void lb_stick(__u32 affinity_id, __u64 client, const struct backend *be, __u64 now)
 {
 	struct affinity_key ak = {};
 	struct affinity_value av = {};
 
 	ak.client = client;
-	ak.svc_id = svc_id;
+	ak.affinity_id = affinity_id;
 	av.last_used = now;
 	__builtin_memcpy(av.addr, be->addr, sizeof(av.addr));
 	av.port = be->port;
@@ -218,7 +220,7 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	if (!found)
 		return LB_REFUSE;
 	if (sv.affinity_timeout && !sticky)
-		lb_stick(sv.svc_id, req->client, &be, now);
+		lb_stick(sv.affinity_id, req->client, &be, now);
 
 	rkey.cookie = req->cookie;
 	__builtin_memcpy(rkey.addr, be.addr, sizeof(rkey.addr));

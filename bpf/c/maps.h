@@ -38,6 +38,11 @@ struct svc_value {
 	__u16 flags;
 	__u8 kind; /* ClusterIP, NodePort, ExternalIP, LoadBalancer */
 	__u8 pad;
+	/* Shared by every frontend of one Service port (and family): kube-
+	 * proxy's `recent` lists live in the endpoint chains, so a client keeps
+	 * its pod whether it comes through the ClusterIP, a NodePort, an
+	 * externalIP or a LoadBalancer IP. */
+	__u32 affinity_id;
 };
 
 /* KUBE-SVC-*: the slot -> backend table a random draw indexes. Keyed by
@@ -94,7 +99,7 @@ struct svc_name {
  * source IP is not chosen yet at connect() time. */
 struct affinity_key {
 	__u64 client; /* netns cookie */
-	__u32 svc_id;
+	__u32 affinity_id; /* svc_value.affinity_id: the Service port */
 	__u32 pad;
 };
 

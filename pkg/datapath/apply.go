@@ -131,6 +131,13 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		next.ID = id
 		undo = append(undo, func() { d.svcIDs.free(id) })
 	}
+	aid, err := d.refGroup(fe)
+	if err != nil {
+		rollback()
+		return fmt.Errorf("affinity ids are exhausted (%s): raise --max-services", err)
+	}
+	next.AffinityID = aid
+	undo = append(undo, func() { d.unrefGroup(fe) })
 	oldIDs := map[servicemap.Backend]uint32{}
 	if old != nil {
 		for i, b := range old.Frontend.Backends {
@@ -189,6 +196,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		Count:           uint32(len(next.BackendIDs)),
 		Generation:      next.Generation,
 		AffinityTimeout: uint32(fe.Affinity / time.Second),
+		AffinityId:      next.AffinityID,
 		Kind:            uint8(fe.Kind),
 	}
 	if fe.PolicyDrop {
@@ -204,6 +212,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	d.current[fe.Key] = next
 
 	if old != nil {
+		d.unrefGroup(old.Frontend)
 		d.retire(old, next)
 	}
 	return nil
@@ -236,6 +245,7 @@ func (d *Datapath) remove(cur *Service) error {
 	}
 	delete(d.current, cur.Frontend.Key)
 	d.retire(cur, &Service{})
+	d.unrefGroup(cur.Frontend)
 	_ = d.t.svcNames.Delete(cur.ID)
 	d.svcIDs.free(cur.ID)
 	return nil

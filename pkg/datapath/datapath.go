@@ -20,6 +20,8 @@ type Datapath struct {
 	current    map[servicemap.FrontendKey]*Service
 	svcIDs     *idAllocator
 	backendIDs *idAllocator
+	groupIDs   *idAllocator
+	groups     map[affinityGroup]*groupRef
 
 	term    *terminator // nil when socket termination is off or unavailable
 	termErr error       // why it is unavailable
@@ -45,6 +47,8 @@ func Open(cfg Config) (*Datapath, error) {
 		t:          tablesOf(&objs.SocklbMaps),
 		svcIDs:     newIDAllocator(cfg.MaxServices),
 		backendIDs: newIDAllocator(cfg.MaxBackends),
+		groupIDs:   newIDAllocator(cfg.MaxServices),
+		groups:     map[affinityGroup]*groupRef{},
 	}
 	if err := d.adopt(); err != nil {
 		objs.Close()
@@ -104,6 +108,9 @@ func (d *Datapath) adopt() error {
 	liveMembers := map[socklbbpf.SocklbMemberKey]bool{}
 	for _, s := range cur {
 		d.svcIDs.reserve(s.ID)
+		if !d.adoptGroup(s) {
+			s.Broken = true
+		}
 		for _, id := range s.BackendIDs {
 			d.backendIDs.reserve(id)
 			liveBackends[id] = true

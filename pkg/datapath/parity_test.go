@@ -56,7 +56,7 @@ func TestAffinityExpires(t *testing.T) {
 		other = fe.Backends[1]
 	}
 	age := func() {
-		k := socklbbpf.SocklbAffinityKey{Client: 7, SvcId: svc.ID}
+		k := socklbbpf.SocklbAffinityKey{Client: 7, AffinityId: svc.AffinityID}
 		// boot time: long expired
 		v := socklbbpf.SocklbAffinityValue{LastUsed: 1, Addr: addrBytes(other.Addr), Port: portToMap(other.Port)}
 		if err := d.t.affinity.Put(k, v); err != nil {
@@ -72,7 +72,7 @@ func TestAffinityExpires(t *testing.T) {
 		t.Fatalf("with the entry expired every time, picks were %v: the expired entry was honoured", seen)
 	}
 	// A fresh entry is honoured and refreshed.
-	k := socklbbpf.SocklbAffinityKey{Client: 7, SvcId: svc.ID}
+	k := socklbbpf.SocklbAffinityKey{Client: 7, AffinityId: svc.AffinityID}
 	var v socklbbpf.SocklbAffinityValue
 	if err := d.t.affinity.Lookup(k, &v); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,8 @@ type Service struct {
 	Frontend   servicemap.Frontend
 	ID         uint32
 	Generation uint32
+	// AffinityID is shared by every frontend of the same Service port.
+	AffinityID uint32
 	BackendIDs []uint32 // parallel to Frontend.Backends
 	// Broken is set when a slot or backend the live generation points at
 	// is missing: the next Apply rewrites the service.
@@ -49,7 +51,7 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 			Port:  portFromMap(k.Port),
 			Proto: servicemap.Protocol(k.Proto),
 		}
-		s := &Service{ID: v.SvcId, Generation: v.Generation}
+		s := &Service{ID: v.SvcId, Generation: v.Generation, AffinityID: v.AffinityId}
 		s.Frontend.Key = key
 		s.Frontend.Kind = servicemap.Kind(v.Kind)
 		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
