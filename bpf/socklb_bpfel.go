@@ -83,6 +83,22 @@ type SocklbSlotValue struct {
 	Generation uint32
 }
 
+type SocklbSockEntry struct {
+	_            structs.HostLayout
+	Backend      [16]uint8
+	Frontend     [16]uint8
+	BackendPort  uint16
+	FrontendPort uint16
+	AffinityId   uint32
+}
+
+type SocklbSockState struct {
+	_    structs.HostLayout
+	E    [4]SocklbSockEntry
+	Next uint32
+	Pad  uint32
+}
+
 type SocklbSvcKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -117,7 +133,9 @@ const (
 	SocklbMapMembers             = "members"
 	SocklbMapRevnat              = "revnat"
 	SocklbMapServices            = "services"
+	SocklbMapSkState             = "sk_state"
 	SocklbMapSlots               = "slots"
+	SocklbMapSockEvents          = "sock_events"
 	SocklbMapStats               = "stats"
 	SocklbMapSvcNames            = "svc_names"
 	SocklbProgSocklbConnect4     = "socklb_connect4"
@@ -188,14 +206,16 @@ type SocklbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbMapSpecs struct {
-	Affinity *ebpf.MapSpec `ebpf:"affinity"`
-	Backends *ebpf.MapSpec `ebpf:"backends"`
-	Members  *ebpf.MapSpec `ebpf:"members"`
-	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
-	Services *ebpf.MapSpec `ebpf:"services"`
-	Slots    *ebpf.MapSpec `ebpf:"slots"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	SvcNames *ebpf.MapSpec `ebpf:"svc_names"`
+	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
+	Backends   *ebpf.MapSpec `ebpf:"backends"`
+	Members    *ebpf.MapSpec `ebpf:"members"`
+	Revnat     *ebpf.MapSpec `ebpf:"revnat"`
+	Services   *ebpf.MapSpec `ebpf:"services"`
+	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
+	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	SvcNames   *ebpf.MapSpec `ebpf:"svc_names"`
 }
 
 // SocklbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -226,14 +246,16 @@ func (o *SocklbObjects) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbMaps struct {
-	Affinity *ebpf.Map `ebpf:"affinity"`
-	Backends *ebpf.Map `ebpf:"backends"`
-	Members  *ebpf.Map `ebpf:"members"`
-	Revnat   *ebpf.Map `ebpf:"revnat"`
-	Services *ebpf.Map `ebpf:"services"`
-	Slots    *ebpf.Map `ebpf:"slots"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	SvcNames *ebpf.Map `ebpf:"svc_names"`
+	Affinity   *ebpf.Map `ebpf:"affinity"`
+	Backends   *ebpf.Map `ebpf:"backends"`
+	Members    *ebpf.Map `ebpf:"members"`
+	Revnat     *ebpf.Map `ebpf:"revnat"`
+	Services   *ebpf.Map `ebpf:"services"`
+	SkState    *ebpf.Map `ebpf:"sk_state"`
+	Slots      *ebpf.Map `ebpf:"slots"`
+	SockEvents *ebpf.Map `ebpf:"sock_events"`
+	Stats      *ebpf.Map `ebpf:"stats"`
+	SvcNames   *ebpf.Map `ebpf:"svc_names"`
 }
 
 func (m *SocklbMaps) Close() error {
@@ -243,7 +265,9 @@ func (m *SocklbMaps) Close() error {
 		m.Members,
 		m.Revnat,
 		m.Services,
+		m.SkState,
 		m.Slots,
+		m.SockEvents,
 		m.Stats,
 		m.SvcNames,
 	)

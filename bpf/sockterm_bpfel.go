@@ -30,8 +30,10 @@ const (
 	SocktermMapMembers           = "members"
 	SocktermMapRevnat            = "revnat"
 	SocktermMapServices          = "services"
+	SocktermMapSkState           = "sk_state"
 	SocktermMapSlots             = "slots"
 	SocktermMapSockDestroyed     = "sock_destroyed"
+	SocktermMapSockEvents        = "sock_events"
 	SocktermMapSockTargets       = "sock_targets"
 	SocktermMapStats             = "stats"
 	SocktermMapSvcNames          = "svc_names"
@@ -94,8 +96,10 @@ type SocktermMapSpecs struct {
 	Members       *ebpf.MapSpec `ebpf:"members"`
 	Revnat        *ebpf.MapSpec `ebpf:"revnat"`
 	Services      *ebpf.MapSpec `ebpf:"services"`
+	SkState       *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots         *ebpf.MapSpec `ebpf:"slots"`
 	SockDestroyed *ebpf.MapSpec `ebpf:"sock_destroyed"`
+	SockEvents    *ebpf.MapSpec `ebpf:"sock_events"`
 	SockTargets   *ebpf.MapSpec `ebpf:"sock_targets"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	SvcNames      *ebpf.MapSpec `ebpf:"svc_names"`
@@ -132,8 +136,10 @@ type SocktermMaps struct {
 	Members       *ebpf.Map `ebpf:"members"`
 	Revnat        *ebpf.Map `ebpf:"revnat"`
 	Services      *ebpf.Map `ebpf:"services"`
+	SkState       *ebpf.Map `ebpf:"sk_state"`
 	Slots         *ebpf.Map `ebpf:"slots"`
 	SockDestroyed *ebpf.Map `ebpf:"sock_destroyed"`
+	SockEvents    *ebpf.Map `ebpf:"sock_events"`
 	SockTargets   *ebpf.Map `ebpf:"sock_targets"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	SvcNames      *ebpf.Map `ebpf:"svc_names"`
@@ -146,8 +152,10 @@ func (m *SocktermMaps) Close() error {
 		m.Members,
 		m.Revnat,
 		m.Services,
+		m.SkState,
 		m.Slots,
 		m.SockDestroyed,
+		m.SockEvents,
 		m.SockTargets,
 		m.Stats,
 		m.SvcNames,

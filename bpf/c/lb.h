@@ -179,14 +179,78 @@ static __always_inline void lb_stick(__u32 affinity_id, __u64 client, const stru
 	bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
 }
 
-static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
+static __always_inline void lb_event(__u32 ev)
+{
+	__u64 *n = bpf_map_lookup_elem(&sock_events, &ev);
+
+	if (n)
+		(*n)++;
+}
+
+/* lb_sock_find returns the index of st's entry for a Service port, or -1. */
+static __always_inline int lb_sock_find(const struct sock_state *st, __u32 affinity_id)
+{
+#pragma unroll
+	for (int i = 0; i < SOCK_ENTRIES; i++)
+		if (st->e[i].affinity_id == affinity_id)
+			return i;
+	return -1;
+}
+
+/* lb_sock_backend returns the backend this socket already sends to for sv's
+ * Service port, while that endpoint is still one of sv's backends (copied
+ * to be), else 0. The entry is copied first: threads sharing the socket may
+ * be rewriting it. */
+static __always_inline __u32 lb_sock_backend(const struct sock_state *st, const struct svc_value *sv,
+					     struct backend *be)
+{
+	struct sock_entry e;
+	int i = lb_sock_find(st, sv->affinity_id);
+
+	if (i < 0)
+		return 0;
+	e = st->e[i & (SOCK_ENTRIES - 1)];
+	if (e.affinity_id != sv->affinity_id)
+		return 0;
+	return lb_member(sv, e.backend, e.backend_port, be);
+}
+
+/* lb_sock_record notes that the socket now sends sv's Service port to be,
+ * taking the port's entry, else the next one round robin. */
+static __always_inline void lb_sock_record(struct sock_state *st, const struct svc_value *sv,
+					   const struct backend *be, const struct lb_req *req)
+{
+	struct sock_entry *e;
+	int i = lb_sock_find(st, sv->affinity_id);
+
+	if (i < 0) {
+		i = st->next++;
+		e = &st->e[i & (SOCK_ENTRIES - 1)];
+		if (e->affinity_id)
+			lb_event(SOCK_EV_EVICTED);
+	} else {
+		e = &st->e[i & (SOCK_ENTRIES - 1)];
+	}
+	__builtin_memcpy(e->backend, be->addr, sizeof(e->backend));
+	__builtin_memcpy(e->frontend, req->addr, sizeof(e->frontend));
+	e->backend_port = be->port;
+	e->frontend_port = req->port;
+	e->affinity_id = sv->affinity_id;
+}
+
+/* lb_translate picks a backend for req. st is the socket's state (NULL when
+ * none could be had): an unconnected UDP socket keeps one backend per
+ * Service port while that backend stays in the Service, as one conntrack
+ * flow does under kube-proxy (QUIC and DTLS over unconnected sockets rely on
+ * it); Cilium keys the same by socket cookie. */
+static __always_inline int lb_translate(struct lb_req *req, struct sock_state *st, enum lb_count what)
 {
 	struct svc_key key = {};
 	struct svc_value sv = {};
 	struct backend be = {};
 	struct revnat_key rkey = {};
 	struct revnat_value rval = {}, *cur;
-	__u32 id = 0, sticky = 0;
+	__u32 id = 0, kept = 0, from_sock = 0;
 	__u64 now = 0;
 	int i, found = 0;
 
@@ -200,11 +264,14 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 		if (sv.count == 0)
 			return (sv.flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
 		id = 0;
-		if (sv.affinity_timeout) {
+		if (st && what == LB_COUNT_DATAGRAM)
+			id = lb_sock_backend(st, &sv, &be);
+		from_sock = id;
+		if (!id && sv.affinity_timeout) {
 			now = bpf_ktime_get_ns();
 			id = lb_sticky(&sv, req->client, now, &be);
 		}
-		sticky = id;
+		kept = id;
 		if (!id) {
 			id = lb_slot(&sv, bpf_get_prandom_u32() % sv.count);
 			if (!id || !lb_backend(id, &be))
@@ -219,8 +286,10 @@ static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
 	 * is honest (the service exists) and the client may retry. */
 	if (!found)
 		return LB_REFUSE;
-	if (sv.affinity_timeout && !sticky)
+	if (sv.affinity_timeout && !kept)
 		lb_stick(sv.affinity_id, req->client, &be, now);
+	if (st && !from_sock)
+		lb_sock_record(st, &sv, &be, req);
 
 	rkey.cookie = req->cookie;
 	__builtin_memcpy(rkey.addr, be.addr, sizeof(rkey.addr));

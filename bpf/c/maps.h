@@ -87,6 +87,26 @@ struct revnat_value {
 	__u32 svc_id;
 };
 
+/* Per-socket state, in socket-local storage: freed with the socket, so
+ * nothing else ever has to expire it. One entry per Service port the socket
+ * sent to, at most SOCK_ENTRIES (a power of two); a socket using more
+ * overwrites its oldest entry (counted in sock_events). */
+#define SOCK_ENTRIES 4
+
+struct sock_entry {
+	__u8 backend[16];  /* where the socket was sent */
+	__u8 frontend[16]; /* the address the application asked for */
+	__be16 backend_port;
+	__be16 frontend_port;
+	__u32 affinity_id; /* svc_value.affinity_id: the Service port; 0 = unused */
+};
+
+struct sock_state {
+	struct sock_entry e[SOCK_ENTRIES];
+	__u32 next; /* the entry a new Service port takes */
+	__u32 pad;
+};
+
 /* Which Service port a svc_id belongs to. Only the agent and `socklb inspect`
  * read it; it lives in a map so the names survive an agent restart and show
  * up in `bpftool map dump` next to the ids. */
@@ -198,5 +218,24 @@ struct {
 	__type(key, struct member_key);
 	__type(value, __u32); /* backend id */
 } members SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_state);
+} sk_state SEC(".maps");
+
+/* sock_events counters, per CPU. */
+#define SOCK_EV_EVICTED 0 /* an entry of a socket's sock_state was overwritten */
+#define SOCK_EV_NO_STATE 1 /* no socket storage could be had (memory) */
+#define SOCK_EV_MAX 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SOCK_EV_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} sock_events SEC(".maps");
 
 #endif

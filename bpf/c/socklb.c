@@ -35,6 +35,20 @@ static __always_inline void req_from_ctx6(struct lb_req *req, struct bpf_sock_ad
 	req->cookie = bpf_get_socket_cookie(ctx);
 }
 
+/* sock_state_of returns the socket's state, created on first use. */
+static __always_inline struct sock_state *sock_state_of(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct sock_state *st;
+
+	if (!sk)
+		return NULL;
+	st = bpf_sk_storage_get(&sk_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st)
+		lb_event(SOCK_EV_NO_STATE);
+	return st;
+}
+
 /* verdict turns lb.h's answer into what the syscall returns. */
 static __always_inline int verdict(int v)
 {
@@ -63,7 +77,7 @@ static __always_inline int xlate4(struct bpf_sock_addr *ctx, enum lb_count what)
 	req.client = bpf_get_netns_cookie(ctx);
 	if (lb_skip_netns(req.client))
 		return SYS_PROCEED;
-	v = lb_translate(&req, what);
+	v = lb_translate(&req, sock_state_of(ctx), what);
 	/* Services of one family have backends of that family; an IPv6
 	 * backend cannot be reached from an AF_INET socket. */
 	if (v == LB_XLATED && addr_is_v4(req.addr)) {
@@ -83,7 +97,7 @@ static __always_inline int xlate6(struct bpf_sock_addr *ctx, enum lb_count what)
 	req.client = bpf_get_netns_cookie(ctx);
 	if (lb_skip_netns(req.client))
 		return SYS_PROCEED;
-	v = lb_translate(&req, what);
+	v = lb_translate(&req, sock_state_of(ctx), what);
 	if (v == LB_XLATED) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];

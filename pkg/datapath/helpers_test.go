@@ -68,13 +68,13 @@ func openTest(t *testing.T, cfg Config) *Datapath {
 }
 
 // testProgs loads the SEC("syscall") wrappers around lb.h, sharing d's maps.
-func testProgs(t *testing.T, d *Datapath) *socklbbpf.SocklbTestPrograms {
+func testProgs(t *testing.T, d *Datapath) *socklbbpf.SocklbTestObjects {
 	t.Helper()
 	return testProgsWith(t, d, nil)
 }
 
 // testProgsWith loads the wrappers with load-time constants set.
-func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.SocklbTestPrograms {
+func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.SocklbTestObjects {
 	t.Helper()
 	spec, err := socklbbpf.LoadSocklbTest()
 	if err != nil {
@@ -92,7 +92,7 @@ func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.
 		t.Fatalf("loading test programs: %v", err)
 	}
 	t.Cleanup(func() { objs.Close() })
-	return &objs.SocklbTestPrograms
+	return &objs
 }
 
 type result struct {

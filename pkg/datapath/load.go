@@ -87,5 +87,6 @@ func sharedMaps(m *socklbbpf.SocklbMaps) map[string]*ebpf.Map {
 		socklbbpf.SocklbMapBackends: m.Backends, socklbbpf.SocklbMapStats: m.Stats,
 		socklbbpf.SocklbMapRevnat: m.Revnat, socklbbpf.SocklbMapSvcNames: m.SvcNames,
 		socklbbpf.SocklbMapAffinity: m.Affinity, socklbbpf.SocklbMapMembers: m.Members,
+		socklbbpf.SocklbMapSkState: m.SkState, socklbbpf.SocklbMapSockEvents: m.SockEvents,
 	}
 }
