@@ -52,23 +52,6 @@ type SocklbMemberKey struct {
 	Addr  [16]uint8
 }
 
-type SocklbRevnatKey struct {
-	_      structs.HostLayout
-	Cookie uint64
-	Addr   [16]uint8
-	Port   uint16
-	Pad    uint16
-	Pad2   uint32
-}
-
-type SocklbRevnatValue struct {
-	_     structs.HostLayout
-	Addr  [16]uint8
-	Port  uint16
-	Pad   uint16
-	SvcId uint32
-}
-
 type SocklbSlotKey struct {
 	_          structs.HostLayout
 	SvcId      uint32
@@ -131,7 +114,6 @@ const (
 	SocklbMapAffinity            = "affinity"
 	SocklbMapBackends            = "backends"
 	SocklbMapMembers             = "members"
-	SocklbMapRevnat              = "revnat"
 	SocklbMapServices            = "services"
 	SocklbMapSkState             = "sk_state"
 	SocklbMapSlots               = "slots"
@@ -209,7 +191,6 @@ type SocklbMapSpecs struct {
 	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
 	Backends   *ebpf.MapSpec `ebpf:"backends"`
 	Members    *ebpf.MapSpec `ebpf:"members"`
-	Revnat     *ebpf.MapSpec `ebpf:"revnat"`
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
@@ -249,7 +230,6 @@ type SocklbMaps struct {
 	Affinity   *ebpf.Map `ebpf:"affinity"`
 	Backends   *ebpf.Map `ebpf:"backends"`
 	Members    *ebpf.Map `ebpf:"members"`
-	Revnat     *ebpf.Map `ebpf:"revnat"`
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
@@ -263,7 +243,6 @@ func (m *SocklbMaps) Close() error {
 		m.Affinity,
 		m.Backends,
 		m.Members,
-		m.Revnat,
 		m.Services,
 		m.SkState,
 		m.Slots,

@@ -38,7 +38,6 @@ const (
 	SocklbTestMapAffinity               = "affinity"
 	SocklbTestMapBackends               = "backends"
 	SocklbTestMapMembers                = "members"
-	SocklbTestMapRevnat                 = "revnat"
 	SocklbTestMapServices               = "services"
 	SocklbTestMapSkState                = "sk_state"
 	SocklbTestMapSlots                  = "slots"
@@ -110,7 +109,6 @@ type SocklbTestMapSpecs struct {
 	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
 	Backends   *ebpf.MapSpec `ebpf:"backends"`
 	Members    *ebpf.MapSpec `ebpf:"members"`
-	Revnat     *ebpf.MapSpec `ebpf:"revnat"`
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
@@ -152,7 +150,6 @@ type SocklbTestMaps struct {
 	Affinity   *ebpf.Map `ebpf:"affinity"`
 	Backends   *ebpf.Map `ebpf:"backends"`
 	Members    *ebpf.Map `ebpf:"members"`
-	Revnat     *ebpf.Map `ebpf:"revnat"`
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
@@ -168,7 +165,6 @@ func (m *SocklbTestMaps) Close() error {
 		m.Affinity,
 		m.Backends,
 		m.Members,
-		m.Revnat,
 		m.Services,
 		m.SkState,
 		m.Slots,

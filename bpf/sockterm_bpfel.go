@@ -28,7 +28,6 @@ const (
 	SocktermMapAffinity          = "affinity"
 	SocktermMapBackends          = "backends"
 	SocktermMapMembers           = "members"
-	SocktermMapRevnat            = "revnat"
 	SocktermMapServices          = "services"
 	SocktermMapSkState           = "sk_state"
 	SocktermMapSlots             = "slots"
@@ -94,7 +93,6 @@ type SocktermMapSpecs struct {
 	Affinity      *ebpf.MapSpec `ebpf:"affinity"`
 	Backends      *ebpf.MapSpec `ebpf:"backends"`
 	Members       *ebpf.MapSpec `ebpf:"members"`
-	Revnat        *ebpf.MapSpec `ebpf:"revnat"`
 	Services      *ebpf.MapSpec `ebpf:"services"`
 	SkState       *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots         *ebpf.MapSpec `ebpf:"slots"`
@@ -134,7 +132,6 @@ type SocktermMaps struct {
 	Affinity      *ebpf.Map `ebpf:"affinity"`
 	Backends      *ebpf.Map `ebpf:"backends"`
 	Members       *ebpf.Map `ebpf:"members"`
-	Revnat        *ebpf.Map `ebpf:"revnat"`
 	Services      *ebpf.Map `ebpf:"services"`
 	SkState       *ebpf.Map `ebpf:"sk_state"`
 	Slots         *ebpf.Map `ebpf:"slots"`
@@ -150,7 +147,6 @@ func (m *SocktermMaps) Close() error {
 		m.Affinity,
 		m.Backends,
 		m.Members,
-		m.Revnat,
 		m.Services,
 		m.SkState,
 		m.Slots,

@@ -35,7 +35,7 @@ struct lb_req {
 	__u8 proto;
 	__u8 pad;
 	__u32 backend_id; /* out */
-	__u64 cookie;	  /* socket cookie: keys the reverse translation */
+	__u64 cookie;	  /* test runs only: which test socket's state (hooks use the socket's storage) */
 	__u64 client;	  /* netns cookie: the client for sessionAffinity */
 };
 
@@ -248,8 +248,6 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 	struct svc_key key = {};
 	struct svc_value sv = {};
 	struct backend be = {};
-	struct revnat_key rkey = {};
-	struct revnat_value rval = {}, *cur;
 	__u32 id = 0, kept = 0, from_sock = 0;
 	__u64 now = 0;
 	int i, found = 0;
@@ -291,19 +289,6 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 	if (st && !from_sock)
 		lb_sock_record(st, &sv, &be, req);
 
-	rkey.cookie = req->cookie;
-	__builtin_memcpy(rkey.addr, be.addr, sizeof(rkey.addr));
-	rkey.port = be.port;
-	__builtin_memcpy(rval.addr, req->addr, sizeof(rval.addr));
-	rval.port = req->port;
-	rval.svc_id = sv.svc_id;
-	/* An unconnected UDP socket sends many datagrams to one backend:
-	 * a lookup (which also keeps the LRU entry warm) is cheaper than
-	 * rewriting the entry under its bucket lock every time. */
-	cur = bpf_map_lookup_elem(&revnat, &rkey);
-	if (!cur || cur->port != rval.port || cur->svc_id != rval.svc_id || !addr_eq(cur->addr, rval.addr))
-		bpf_map_update_elem(&revnat, &rkey, &rval, BPF_ANY);
-
 	__builtin_memcpy(req->addr, be.addr, sizeof(req->addr));
 	req->port = be.port;
 	req->backend_id = id;
@@ -312,21 +297,24 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 }
 
 /* lb_revnat rewrites a backend address back to the frontend the socket
- * asked for. Returns 1 when it did. */
-static __always_inline int lb_revnat(struct lb_req *req)
+ * asked for, from the socket's state (NULL: nothing to rewrite). Returns 1
+ * when it did. */
+static __always_inline int lb_revnat(struct lb_req *req, const struct sock_state *st)
 {
-	struct revnat_key rkey = {};
-	struct revnat_value *rval;
+	struct sock_entry e;
 
-	rkey.cookie = req->cookie;
-	__builtin_memcpy(rkey.addr, req->addr, sizeof(rkey.addr));
-	rkey.port = req->port;
-	rval = bpf_map_lookup_elem(&revnat, &rkey);
-	if (!rval)
+	if (!st)
 		return 0;
-	__builtin_memcpy(req->addr, rval->addr, sizeof(req->addr));
-	req->port = rval->port;
-	return 1;
+#pragma unroll
+	for (int i = 0; i < SOCK_ENTRIES; i++) {
+		e = st->e[i];
+		if (!e.affinity_id || e.backend_port != req->port || !addr_eq(e.backend, req->addr))
+			continue;
+		__builtin_memcpy(req->addr, e.frontend, sizeof(req->addr));
+		req->port = e.frontend_port;
+		return 1;
+	}
+	return 0;
 }
 
 #endif

@@ -15,7 +15,6 @@
 /* Sizes are defaults; the agent overrides max_entries at load time. */
 #define SOCKLB_MAX_SERVICES 65536
 #define SOCKLB_MAX_BACKENDS 262144
-#define SOCKLB_MAX_REVNAT 262144
 #define SOCKLB_MAX_AFFINITY 262144
 
 /* KUBE-SERVICES: which frontends exist. */
@@ -71,24 +70,12 @@ struct backend {
 	__u32 id; /* its own key, echoed, for the same reason as slot_value's */
 };
 
-/* Per-socket reverse translation, so replies and getpeername show the VIP. */
-struct revnat_key {
-	__u64 cookie;
-	__u8 addr[16]; /* the backend the socket was sent to */
-	__be16 port;
-	__u16 pad;
-	__u32 pad2;
-};
-
-struct revnat_value {
-	__u8 addr[16]; /* the frontend the application asked for */
-	__be16 port;
-	__u16 pad;
-	__u32 svc_id;
-};
-
 /* Per-socket state, in socket-local storage: freed with the socket, so
- * nothing else ever has to expire it. One entry per Service port the socket
+ * nothing else ever has to expire it (an LRU keyed by socket cookie is never
+ * told a socket closed: it fills and evicts live sockets' entries). It holds
+ * what replies and getpeername need to show the frontend (conntrack's reply
+ * NAT), which the socket iterators use to find a backend's sockets, and the
+ * backend an unconnected UDP socket keeps. One entry per Service port the socket
  * sent to, at most SOCK_ENTRIES (a power of two); a socket using more
  * overwrites its oldest entry (counted in sock_events). */
 #define SOCK_ENTRIES 4
@@ -180,13 +167,6 @@ struct {
 	__type(key, __u32); /* backend id */
 	__type(value, struct backend);
 } backends SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SOCKLB_MAX_REVNAT);
-	__type(key, struct revnat_key);
-	__type(value, struct revnat_value);
-} revnat SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);

@@ -17,7 +17,6 @@ static __always_inline void req_from_ctx4(struct lb_req *req, struct bpf_sock_ad
 	addr_from_v4(req->addr, ctx->user_ip4);
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
-	req->cookie = bpf_get_socket_cookie(ctx);
 }
 
 /* An AF_INET6 socket may connect to an IPv4 service through a v4-mapped
@@ -32,7 +31,6 @@ static __always_inline void req_from_ctx6(struct lb_req *req, struct bpf_sock_ad
 	w[3] = ctx->user_ip6[3];
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
-	req->cookie = bpf_get_socket_cookie(ctx);
 }
 
 /* sock_state_of returns the socket's state, created on first use. */
@@ -47,6 +45,17 @@ static __always_inline struct sock_state *sock_state_of(struct bpf_sock_addr *ct
 	if (!st)
 		lb_event(SOCK_EV_NO_STATE);
 	return st;
+}
+
+/* sock_state_peek returns the socket's state if socklb ever translated for
+ * it: replies to other sockets cost one lookup and no allocation. */
+static __always_inline struct sock_state *sock_state_peek(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+
+	if (!sk)
+		return NULL;
+	return bpf_sk_storage_get(&sk_state, sk, 0, 0);
 }
 
 /* verdict turns lb.h's answer into what the syscall returns. */
@@ -113,7 +122,7 @@ static __always_inline int revnat4(struct bpf_sock_addr *ctx)
 	struct lb_req req = {};
 
 	req_from_ctx4(&req, ctx);
-	if (lb_revnat(&req)) {
+	if (lb_revnat(&req, sock_state_peek(ctx))) {
 		ctx->user_ip4 = addr_to_v4(req.addr);
 		ctx->user_port = req.port;
 	}
@@ -126,7 +135,7 @@ static __always_inline int revnat6(struct bpf_sock_addr *ctx)
 	__u32 *w = (__u32 *)req.addr;
 
 	req_from_ctx6(&req, ctx);
-	if (lb_revnat(&req)) {
+	if (lb_revnat(&req, sock_state_peek(ctx))) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];
 		ctx->user_ip6[2] = w[2];

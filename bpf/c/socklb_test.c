@@ -90,4 +90,4 @@ static __always_inline void ctx_store(struct test_ctx *ctx, struct test_ctx *src
 TEST_PROG(test_translate_connect, lb_translate(&tc.req, test_sock(tc.req.cookie), LB_COUNT_CONNECT))
 TEST_PROG(test_translate_datagram, lb_translate(&tc.req, test_sock(tc.req.cookie), LB_COUNT_DATAGRAM))
 TEST_PROG(test_skip_netns, lb_skip_netns(tc.req.client))
-TEST_PROG(test_revnat, lb_revnat(&tc.req))
+TEST_PROG(test_revnat, lb_revnat(&tc.req, bpf_map_lookup_elem(&test_socks, &tc.req.cookie)))

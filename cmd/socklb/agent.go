@@ -46,7 +46,9 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "address for /metrics (kube-proxy's port); empty disables")
 	fs.UintVar(&f.maxServices, "max-services", datapath.DefaultMaxServices, "capacity of the services map: frontends (address, port, protocol)")
 	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
-	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
+	// Kept so existing DaemonSets still start: per-socket state moved to
+	// socket-local storage, which has no capacity to set.
+	fs.UintVar(&f.maxRevNAT, "max-revnat", 0, "ignored (deprecated): per-socket state lives in socket-local storage, freed with each socket")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
@@ -66,7 +68,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	if f.kubeconfig != "" && f.manifests != "" {
 		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
 	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-revnat": f.maxRevNAT, "--max-affinity": f.maxAffinity} {
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}
@@ -109,7 +111,6 @@ func runAgent(args []string) error {
 		CgroupPath:  f.cgroupPath,
 		MaxServices: uint32(f.maxServices),
 		MaxBackends: uint32(f.maxBackends),
-		MaxRevNAT:   uint32(f.maxRevNAT),
 		MaxAffinity: uint32(f.maxAffinity),
 		HostNSOnly:  f.hostNSOnly,
 
@@ -131,6 +132,9 @@ func runAgent(args []string) error {
 	metrics := agent.NewMetrics()
 	if err := metrics.CollectServiceStats(func() ([]datapath.ServiceDump, error) { return datapath.Dump(f.bpffsPath) }); err != nil {
 		return fmt.Errorf("registering per-Service connection metrics: %w", err)
+	}
+	if err := metrics.CollectSocketState(dp.SocketStateEvents); err != nil {
+		return fmt.Errorf("registering socket state metrics: %w", err)
 	}
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
 		return err

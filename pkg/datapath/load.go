@@ -63,7 +63,6 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 		socklbbpf.SocklbMapSlots:    2 * cfg.MaxBackends, // a service being switched holds two generations
 		socklbbpf.SocklbMapBackends: cfg.MaxBackends,
 		socklbbpf.SocklbMapStats:    cfg.MaxBackends,
-		socklbbpf.SocklbMapRevnat:   cfg.MaxRevNAT,
 		socklbbpf.SocklbMapAffinity: cfg.MaxAffinity,
 		socklbbpf.SocklbMapMembers:  cfg.MaxBackends,
 	}
@@ -85,7 +84,7 @@ func sharedMaps(m *socklbbpf.SocklbMaps) map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		socklbbpf.SocklbMapServices: m.Services, socklbbpf.SocklbMapSlots: m.Slots,
 		socklbbpf.SocklbMapBackends: m.Backends, socklbbpf.SocklbMapStats: m.Stats,
-		socklbbpf.SocklbMapRevnat: m.Revnat, socklbbpf.SocklbMapSvcNames: m.SvcNames,
+		socklbbpf.SocklbMapSvcNames: m.SvcNames,
 		socklbbpf.SocklbMapAffinity: m.Affinity, socklbbpf.SocklbMapMembers: m.Members,
 		socklbbpf.SocklbMapSkState: m.SkState, socklbbpf.SocklbMapSockEvents: m.SockEvents,
 	}

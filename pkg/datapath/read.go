@@ -17,11 +17,11 @@ import (
 // tables are the maps the agent reads and writes; the hook programs are not
 // needed to read state, so inspect and adoption share this.
 type tables struct {
-	services, slots, backends, stats, svcNames, revnat, affinity, members *ebpf.Map
+	services, slots, backends, stats, svcNames, affinity, members *ebpf.Map
 }
 
 func tablesOf(m *socklbbpf.SocklbMaps) tables {
-	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Revnat, m.Affinity, m.Members}
+	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Affinity, m.Members}
 }
 
 // Service is one programmed frontend as the maps hold it.

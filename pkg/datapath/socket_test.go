@@ -59,3 +59,40 @@ func TestUnconnectedUDPSticksPerSocket(t *testing.T) {
 		t.Fatalf("32 sockets all went to %v", seen)
 	}
 }
+
+// TestSocketStateEvictionCounted: a socket holds state for 4 Service ports;
+// a fifth overwrites the oldest, which the eviction counter reports, and
+// the replies of the other four are still reverse-translated.
+func TestSocketStateEvictionCounted(t *testing.T) {
+	d := openTest(t, Config{})
+	p := testProgs(t, d)
+	var fes []servicemap.Frontend
+	for i := 0; i < 5; i++ {
+		vip := netip.AddrFrom4([4]byte{10, 96, 0, byte(10 + i)}).String()
+		fes = append(fes, frontend(vip, 53, servicemap.UDP, netip.AddrFrom4([4]byte{10, 244, 1, byte(1 + i)}).String()+":53"))
+	}
+	mustApply(t, d, state(fes...))
+	const sock = 5
+	var backends []netip.AddrPort
+	for i, fe := range fes {
+		r := run(t, p.TestTranslateDatagram, netip.AddrPortFrom(fe.Key.Addr, 53), servicemap.UDP, sock)
+		backends = append(backends, r.addrPort)
+		ev, err := d.SocketStateEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(max(0, i-3)); ev.Evicted != want {
+			t.Fatalf("after %d Service ports, evictions = %d, want %d", i+1, ev.Evicted, want)
+		}
+	}
+	for i, be := range backends {
+		back := run(t, p.TestRevnat, be, servicemap.UDP, sock)
+		vip := netip.AddrPortFrom(fes[i].Key.Addr, 53)
+		if i == 0 && back.verdict != 0 {
+			t.Errorf("the evicted port's reply from %s was still rewritten to %s", be, back.addrPort)
+		}
+		if i > 0 && (back.verdict != 1 || back.addrPort != vip) {
+			t.Errorf("reply from %s: verdict %d -> %s, want %s", be, back.verdict, back.addrPort, vip)
+		}
+	}
+}
