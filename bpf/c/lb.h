@@ -50,6 +50,28 @@ static __always_inline int lb_skip_netns(__u64 netns_cookie)
 	return hostns_only && netns_cookie != host_netns_cookie;
 }
 
+/* lb_local_key decides where a loopback destination is looked up. Localhost
+ * NodePorts (kube-proxy's route_localnet rules, matched with --dst-type
+ * LOCAL: all of 127.0.0.0/8) exist only in the host's network namespace;
+ * inside a pod 127.0.0.1:<nodePort> is the pod's own loopback, and a pod's
+ * own listener there must keep working. The agent programs them as
+ * 127.0.0.1 (and ::1). Returns 0 when the destination is to be left alone.
+ * host_netns_cookie 0 means unknown (no SO_NETNS_COOKIE): every namespace
+ * is then taken for the host's. */
+static __always_inline int lb_local_key(struct svc_key *key, __u64 client)
+{
+	__u32 *w = (__u32 *)key->addr;
+
+	if (addr_is_v4(key->addr)) {
+		if ((bpf_ntohl(w[3]) >> 24) != 127)
+			return 1;
+		w[3] = bpf_htonl(0x7f000001);
+	} else if (w[0] != 0 || w[1] != 0 || w[2] != 0 || w[3] != bpf_htonl(1)) {
+		return 1;
+	}
+	return !host_netns_cookie || client == host_netns_cookie;
+}
+
 static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
 {
 	struct backend_stats *st = bpf_map_lookup_elem(&stats, &backend_id);
@@ -255,6 +277,8 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 	__builtin_memcpy(key.addr, req->addr, sizeof(key.addr));
 	key.port = req->port;
 	key.proto = req->proto;
+	if (!lb_local_key(&key, req->client))
+		return LB_PASS;
 
 	for (i = 0; i < LB_MAX_TRIES; i++) {
 		if (!lb_service(&key, &sv))
