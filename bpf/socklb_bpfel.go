@@ -128,6 +128,7 @@ const (
 	SocklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
 	SocklbProgSocklbSendmsg4     = "socklb_sendmsg4"
 	SocklbProgSocklbSendmsg6     = "socklb_sendmsg6"
+	SocklbVarHaveSetRetval       = "have_set_retval"
 	SocklbVarHostNetnsCookie     = "host_netns_cookie"
 	SocklbVarHostnsOnly          = "hostns_only"
 )
@@ -203,6 +204,7 @@ type SocklbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbVariableSpecs struct {
+	HaveSetRetval   *ebpf.VariableSpec `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
 }
@@ -256,6 +258,7 @@ func (m *SocklbMaps) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbVariables struct {
+	HaveSetRetval   *ebpf.Variable `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`
 }

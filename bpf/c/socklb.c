@@ -58,6 +58,11 @@ static __always_inline struct sock_state *sock_state_peek(struct bpf_sock_addr *
 	return bpf_sk_storage_get(&sk_state, sk, 0, 0);
 }
 
+/* Set at load time: whether the kernel has bpf_set_retval (Linux 5.18).
+ * When it is 0 the verifier never visits the calls below, so the programs
+ * load on older kernels, where a rejected connect() fails with EPERM. */
+volatile const __u8 have_set_retval = 1;
+
 /* verdict turns lb.h's answer into what the syscall returns. */
 static __always_inline int verdict(int v)
 {
@@ -65,12 +70,14 @@ static __always_inline int verdict(int v)
 	case LB_REFUSE:
 		/* kube-proxy REJECTs with icmp-port-unreachable, which a TCP
 		 * client sees as ECONNREFUSED: give the same answer. */
-		bpf_set_retval(-SOCKLB_ECONNREFUSED);
+		if (have_set_retval)
+			bpf_set_retval(-SOCKLB_ECONNREFUSED);
 		return SYS_REJECT;
 	case LB_UNREACH:
 		/* kube-proxy DROPs: the client would time out. Say at once
 		 * that no endpoint is reachable from here. */
-		bpf_set_retval(-SOCKLB_EHOSTUNREACH);
+		if (have_set_retval)
+			bpf_set_retval(-SOCKLB_EHOSTUNREACH);
 		return SYS_REJECT;
 	}
 	return SYS_PROCEED;

@@ -25,6 +25,7 @@ type agentFlags struct {
 	kubeconfig, manifests, nodeName     string
 	cgroupPath, bpffsPath               string
 	healthzAddr, metricsAddr            string
+	disableFeatures                     []datapath.Feature
 	maxServices, maxBackends, maxRevNAT uint
 	maxAffinity                         uint
 	healthTimeout                       time.Duration
@@ -53,6 +54,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
+	disable := fs.String("disable-kernel-features", "", "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
@@ -61,6 +63,9 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	var err error
 	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
 		return f, err
+	}
+	if f.disableFeatures, err = datapath.ParseFeatures(*disable); err != nil {
+		return f, fmt.Errorf("--disable-kernel-features: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -115,6 +120,7 @@ func runAgent(args []string) error {
 		HostNSOnly:  f.hostNSOnly,
 
 		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
+		DisableFeatures:  f.disableFeatures,
 	})
 	if err != nil {
 		return err
@@ -124,6 +130,9 @@ func runAgent(args []string) error {
 	defer dp.Close()
 	if err := dp.SocketTerminationError(); err != nil {
 		log.Warn("sockets connected to a removed backend will not be destroyed; Services work", "err", err)
+	}
+	if err := dp.Features()[datapath.FeatureSetRetval]; err != nil {
+		log.Warn("a Service with no usable endpoint refuses connections with EPERM, not ECONNREFUSED or EHOSTUNREACH; Services work", "err", err)
 	}
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
@@ -135,6 +144,9 @@ func runAgent(args []string) error {
 	}
 	if err := metrics.CollectSocketState(dp.SocketStateEvents); err != nil {
 		return fmt.Errorf("registering socket state metrics: %w", err)
+	}
+	if err := metrics.SetFeatures(dp.Features()); err != nil {
+		return fmt.Errorf("registering kernel feature metrics: %w", err)
 	}
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
 		return err

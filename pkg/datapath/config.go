@@ -28,6 +28,9 @@ type Config struct {
 	// leaves (default TerminateUDP). Needs a cgroup (it walks the network
 	// namespaces of the cgroup's processes) and Linux 6.5+.
 	TerminateSockets SocketTermination
+	// DisableFeatures are taken as missing whatever the kernel has: to run
+	// an older kernel's fallbacks (tests), or to avoid a broken feature.
+	DisableFeatures []Feature
 }
 
 // Defaults sized for 100k Services and 1M endpoints: a Service port is one

@@ -15,8 +15,11 @@ import (
 // DaemonSet: localhost NodePorts are served there only. Without
 // SO_NETNS_COOKIE it stays 0, which the hooks read as "every namespace is
 // the host's" (a pod's own 127.0.0.1:<nodePort> listener is then shadowed).
-func setConstants(spec *ebpf.CollectionSpec, cfg Config) error {
-	consts := map[string]any{}
+//
+// have_set_retval leaves bpf_set_retval out of the verified program on a
+// kernel without it: the verifier skips the branch a constant rules out.
+func setConstants(spec *ebpf.CollectionSpec, cfg Config, setRetval bool) error {
+	consts := map[string]any{"have_set_retval": boolByte(setRetval)}
 	cookie, err := ownNetnsCookie()
 	switch {
 	case err == nil:
@@ -60,3 +63,10 @@ func ownNetnsCookie() (uint64, error) {
 // soNetnsCookie is SO_NETNS_COOKIE from asm-generic/socket.h; x/sys does
 // not export it.
 const soNetnsCookie = 71
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

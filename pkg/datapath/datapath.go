@@ -25,8 +25,10 @@ type Datapath struct {
 
 	term    *terminator // nil when socket termination is off or unavailable
 	termErr error       // why it is unavailable
-	retired []socklbbpf.SocktermSockTarget
-	refs    map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
+	// retvalErr says why hooks cannot choose their errno (nil: they can).
+	retvalErr error
+	retired   []socklbbpf.SocktermSockTarget
+	refs      map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
@@ -37,7 +39,8 @@ func Open(cfg Config) (*Datapath, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	objs, err := loadObjects(cfg)
+	retvalErr := probeSetRetval(cfg)
+	objs, err := loadObjects(cfg, retvalErr == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +50,7 @@ func Open(cfg Config) (*Datapath, error) {
 		t:          tablesOf(&objs.SocklbMaps),
 		svcIDs:     newIDAllocator(cfg.MaxServices),
 		backendIDs: newIDAllocator(cfg.MaxBackends),
+		retvalErr:  retvalErr,
 		groupIDs:   newIDAllocator(cfg.MaxServices),
 		groups:     map[affinityGroup]*groupRef{},
 	}
@@ -59,7 +63,11 @@ func Open(cfg Config) (*Datapath, error) {
 			objs.Close()
 			return nil, err
 		}
-		if cfg.TerminateSockets != TerminateNone {
+		switch {
+		case cfg.TerminateSockets == TerminateNone:
+		case cfg.disabled(FeatureSockDestroy):
+			d.termErr = fmt.Errorf("bpf_sock_destroy: %w", errDisabled)
+		default:
 			// Without it the Services still work; only sockets
 			// connected to a removed backend stay stuck.
 			d.term, d.termErr = newTerminator(cfg, &objs.SocklbMaps)

@@ -13,7 +13,7 @@ import (
 
 // loadObjects loads the hook programs and creates the maps, or adopts the
 // maps an earlier agent pinned under dir/maps so their state survives.
-func loadObjects(cfg Config) (*socklbbpf.SocklbObjects, error) {
+func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, error) {
 	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func loadObjects(cfg Config) (*socklbbpf.SocklbObjects, error) {
 			ms.Pinning = ebpf.PinByName
 		}
 	}
-	if err := setConstants(spec, cfg); err != nil {
+	if err := setConstants(spec, cfg, setRetval); err != nil {
 		return nil, err
 	}
 	var objs socklbbpf.SocklbObjects
