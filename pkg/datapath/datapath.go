@@ -39,7 +39,10 @@ func Open(cfg Config) (*Datapath, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	retvalErr := probeSetRetval(cfg)
+	retvalErr, err := probeSetRetval(cfg)
+	if err != nil {
+		return nil, err
+	}
 	objs, err := loadObjects(cfg, retvalErr == nil)
 	if err != nil {
 		return nil, err

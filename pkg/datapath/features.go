@@ -70,16 +70,22 @@ func (c Config) disabled(f Feature) bool {
 	return false
 }
 
-// probeSetRetval reports whether cgroup sock_addr programs may call
-// bpf_set_retval, nil when they may.
-func probeSetRetval(cfg Config) error {
+// probeSetRetval says why cgroup sock_addr programs may not call
+// bpf_set_retval (missing), nil when they may. A probe that could not run
+// at all (permissions, memory) is failed, so a capable kernel is never
+// quietly run on the fallback.
+func probeSetRetval(cfg Config) (missing, failed error) {
 	if cfg.disabled(FeatureSetRetval) {
-		return errDisabled
+		return errDisabled, nil
 	}
-	if err := features.HaveProgramHelper(ebpf.CGroupSockAddr, asm.FnSetRetval); err != nil {
-		return fmt.Errorf("bpf_set_retval in cgroup programs (Linux 5.18+): %w", err)
+	err := features.HaveProgramHelper(ebpf.CGroupSockAddr, asm.FnSetRetval)
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("bpf_set_retval in cgroup programs (Linux 5.18+): %w", err), nil
 	}
-	return nil
+	return nil, fmt.Errorf("probing the kernel for bpf_set_retval (needs root or CAP_BPF): %w", err)
 }
 
 // Features reports which optional features this datapath uses; a missing

@@ -8,11 +8,11 @@ import (
 func TestFeatureProbes(t *testing.T) {
 	requireRoot(t)
 	// Linux 6.18 here: both present unless switched off.
-	if err := probeSetRetval(Config{}); err != nil {
-		t.Fatalf("bpf_set_retval probe failed on this kernel: %v", err)
+	if missing, err := probeSetRetval(Config{}); missing != nil || err != nil {
+		t.Fatalf("bpf_set_retval probe on this kernel: missing %v, failed %v", missing, err)
 	}
-	if err := probeSetRetval(Config{DisableFeatures: []Feature{FeatureSetRetval}}); !errors.Is(err, errDisabled) {
-		t.Fatalf("set_retval disabled: probe says %v", err)
+	if missing, _ := probeSetRetval(Config{DisableFeatures: []Feature{FeatureSetRetval}}); !errors.Is(missing, errDisabled) {
+		t.Fatalf("set_retval disabled: probe says %v", missing)
 	}
 	d := openTest(t, Config{DisableFeatures: []Feature{FeatureSetRetval}})
 	if err := d.Features()[FeatureSetRetval]; !errors.Is(err, errDisabled) {
