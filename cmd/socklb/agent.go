@@ -25,6 +25,7 @@ type agentFlags struct {
 	kubeconfig, manifests, nodeName     string
 	cgroupPath, bpffsPath               string
 	healthzAddr, metricsAddr            string
+	disableFeatures                     []datapath.Feature
 	maxServices, maxBackends, maxRevNAT uint
 	maxAffinity                         uint
 	healthTimeout                       time.Duration
@@ -46,11 +47,14 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "address for /metrics (kube-proxy's port); empty disables")
 	fs.UintVar(&f.maxServices, "max-services", datapath.DefaultMaxServices, "capacity of the services map: frontends (address, port, protocol)")
 	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
-	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
+	// Kept so existing DaemonSets still start: per-socket state moved to
+	// socket-local storage, which has no capacity to set.
+	fs.UintVar(&f.maxRevNAT, "max-revnat", 0, "ignored (deprecated): per-socket state lives in socket-local storage, freed with each socket")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
+	disable := fs.String("disable-kernel-features", "", "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
@@ -60,13 +64,16 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
 		return f, err
 	}
+	if f.disableFeatures, err = datapath.ParseFeatures(*disable); err != nil {
+		return f, fmt.Errorf("--disable-kernel-features: %w", err)
+	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if f.kubeconfig != "" && f.manifests != "" {
 		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
 	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-revnat": f.maxRevNAT, "--max-affinity": f.maxAffinity} {
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}
@@ -109,11 +116,11 @@ func runAgent(args []string) error {
 		CgroupPath:  f.cgroupPath,
 		MaxServices: uint32(f.maxServices),
 		MaxBackends: uint32(f.maxBackends),
-		MaxRevNAT:   uint32(f.maxRevNAT),
 		MaxAffinity: uint32(f.maxAffinity),
 		HostNSOnly:  f.hostNSOnly,
 
 		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
+		DisableFeatures:  f.disableFeatures,
 	})
 	if err != nil {
 		return err
@@ -124,6 +131,9 @@ func runAgent(args []string) error {
 	if err := dp.SocketTerminationError(); err != nil {
 		log.Warn("sockets connected to a removed backend will not be destroyed; Services work", "err", err)
 	}
+	if err := dp.Features()[datapath.FeatureSetRetval]; err != nil {
+		log.Warn("a Service with no usable endpoint refuses connections with EPERM, not ECONNREFUSED or EHOSTUNREACH; Services work", "err", err)
+	}
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
 
@@ -131,6 +141,12 @@ func runAgent(args []string) error {
 	metrics := agent.NewMetrics()
 	if err := metrics.CollectServiceStats(func() ([]datapath.ServiceDump, error) { return datapath.Dump(f.bpffsPath) }); err != nil {
 		return fmt.Errorf("registering per-Service connection metrics: %w", err)
+	}
+	if err := metrics.CollectSocketState(dp.SocketStateEvents); err != nil {
+		return fmt.Errorf("registering socket state metrics: %w", err)
+	}
+	if err := metrics.SetFeatures(dp.Features()); err != nil {
+		return fmt.Errorf("registering kernel feature metrics: %w", err)
 	}
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
 		return err
