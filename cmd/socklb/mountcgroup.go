@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,17 +41,41 @@ func runMountCgroup(args []string) error {
 	// setns changes the calling thread only: keep this goroutine on it and
 	// let the thread die with the process.
 	runtime.LockOSThread()
-	ns, err := os.Open(*cgroupNS)
-	if err != nil {
-		return fmt.Errorf("opening the host's cgroup namespace %s (does the pod have hostPID?): %w", *cgroupNS, err)
-	}
-	defer ns.Close()
-	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWCGROUP); err != nil {
-		return fmt.Errorf("entering the host's cgroup namespace %s: %w", *cgroupNS, err)
+	if ns, err := os.Open(*cgroupNS); err == nil {
+		err = unix.Setns(int(ns.Fd()), unix.CLONE_NEWCGROUP)
+		ns.Close()
+		if err != nil {
+			return fmt.Errorf("entering the host's cgroup namespace %s: %w", *cgroupNS, err)
+		}
+	} else {
+		// Some sandboxes hide init's namespaces even from root. A
+		// container whose own cgroup is not the root of its namespace
+		// sees the host's tree already (runtimes on cgroup v1 hosts give
+		// containers no cgroup namespace); one that sees itself at "/"
+		// would mount only its own cgroup.
+		own, rerr := ownCgroup2()
+		if rerr != nil || own == "/" {
+			return fmt.Errorf("opening the host's cgroup namespace %s (does the pod have hostPID?): %w; and this container has a cgroup namespace of its own (its cgroup is %q), so mounting from it would cover the container only", *cgroupNS, err, own)
+		}
+		fmt.Printf("cannot open %s (%v); this container shares the host's cgroup namespace (its cgroup is %s): mounting from it\n", *cgroupNS, err, own)
 	}
 	if err := unix.Mount("none", dir, "cgroup2", 0, ""); err != nil {
 		return fmt.Errorf("mounting cgroup2 at %s: %w", dir, err)
 	}
 	fmt.Printf("mounted the host's cgroup2 at %s\n", dir)
 	return nil
+}
+
+// ownCgroup2 is this process's cgroup v2 path as its namespace shows it.
+func ownCgroup2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 line in /proc/self/cgroup")
 }

@@ -135,8 +135,12 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 	start = time.Now()
 	cp.Server = fmt.Sprintf("https://%s", net.JoinHostPort(o.Address, fmt.Sprint(apiPort)))
 	reconciler := "none"
+	var nodeArgs []string
 	if o.Address != "127.0.0.1" {
 		reconciler = "lease"
+		// exec, logs and port-forward reach the kubelet by address: a
+		// node's hostname resolves nowhere here.
+		nodeArgs = append(nodeArgs, "--kubelet-preferred-address-types=InternalIP")
 	}
 	cp.apiArgs = []string{
 		"--bind-address=" + o.Address,
@@ -158,6 +162,7 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 		"--allow-privileged=true",
 		"--v=1",
 	}
+	cp.apiArgs = append(cp.apiArgs, nodeArgs...)
 	cp.APIServer, err = StartProc("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), filepath.Join(tools, "kube-apiserver"), cp.apiArgs...)
 	if err != nil {
 		return cp, err

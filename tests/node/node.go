@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ func Start(tools, dir string, cg *Cgroups, images []string) (n *Node, err error)
 		}
 	}()
 	if err := SetupBridge(); err != nil {
+		return n, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "control-plane"), 0o755); err != nil {
 		return n, err
 	}
 	n.CP, err = cluster.StartWith(tools, filepath.Join(dir, "control-plane"), cluster.Options{
@@ -100,9 +104,16 @@ func (n *Node) Stop() {
 	n.CP.Stop()
 }
 
-// LogTails is the end of every log, for a failure report.
+// LogTails is the end of every log, for a failure report: the processes'
+// and every container's (read from kubelet's podLogsDir, so it needs no
+// working API server or kubelet).
 func (n *Node) LogTails(lines int) string {
 	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(n.Dir, "kubelet", "pod-logs", "*", "*", "*.log"))
+	for _, l := range logs {
+		p := &cluster.Proc{LogPath: l}
+		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", l, p.Tail(lines))
+	}
 	if n.CP != nil {
 		b.WriteString(n.CP.LogTails(lines))
 	}
