@@ -3,7 +3,11 @@
 package node_test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,8 +23,22 @@ func TestConformance(t *testing.T) {
 	if dir == "" {
 		dir = filepath.Join(n.Dir, "report")
 	}
+	// What this report was made from, written by the run itself.
+	commit, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+	meta := fmt.Sprintf("proxy: %s\nsocklb commit: %s\nstarted: %s\nfocus: %s\nskip: %s\n",
+		*proxy, strings.TrimSpace(string(commit)), time.Now().UTC().Format(time.RFC3339), *focus, *skip)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.txt"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
 	if err := n.RunE2E(*focus, *skip, dir, filepath.Join(dir, "e2e.log"), 4*time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	f, _ := os.OpenFile(filepath.Join(dir, "run.txt"), os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "duration: %s\n", time.Since(start).Round(time.Second))
+	f.Close()
 	t.Logf("JUnit report in %s", dir)
 }
