@@ -32,6 +32,7 @@ type agentFlags struct {
 	profiling                           bool
 	terminateSockets                    string
 	nodePortAddresses                   []netip.Prefix
+	externalIPCIDRs                     []netip.Prefix
 }
 
 func parseAgentFlags(args []string) (agentFlags, error) {
@@ -52,12 +53,17 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
+	eic := fs.String("external-ip-cidrs", "", "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
+		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	var err error
-	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
+	if f.nodePortAddresses, err = parseCIDRs("--nodeport-addresses", *npa); err != nil {
+		return f, err
+	}
+	if f.externalIPCIDRs, err = parseCIDRs("--external-ip-cidrs", *eic); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
@@ -97,7 +103,7 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
-	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, log: log}
+	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, externalIPCIDRs: f.externalIPCIDRs, log: log}
 	if f.cgroupPath == "" {
 		if f.cgroupPath, err = datapath.Cgroup2Root(); err != nil {
 			return err

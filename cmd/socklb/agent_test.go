@@ -19,6 +19,8 @@ func TestParseAgentFlags(t *testing.T) {
 		{"zero capacity", []string{"--max-backends", "0"}, "--max-backends=0"},
 		{"bad nodeport cidr", []string{"--nodeport-addresses", "10.0.0.0/8,nope"}, `"nope" is not a CIDR`},
 		{"nodeport cidrs", []string{"--nodeport-addresses", "10.0.0.0/8, fd00::/64"}, ""},
+		{"external ip cidrs", []string{"--external-ip-cidrs", "203.0.113.0/24"}, ""},
+		{"bad external ip cidr", []string{"--external-ip-cidrs", "203.0.113.1"}, `--external-ip-cidrs: "203.0.113.1" is not a CIDR`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := parseAgentFlags(tc.args)
@@ -39,7 +41,7 @@ func TestParseAgentFlags(t *testing.T) {
 }
 
 func TestParseNodePortAddresses(t *testing.T) {
-	got, err := parseNodePortAddresses("10.1.2.3/8,,fd00::1/64")
+	got, err := parseCIDRs("--nodeport-addresses", "10.1.2.3/8,,fd00::1/64")
 	if err != nil {
 		t.Fatal(err)
 	}

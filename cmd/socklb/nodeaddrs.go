@@ -11,14 +11,16 @@ import (
 	"github.com/socklb/socklb/pkg/source"
 )
 
-// withNodeAddresses adds what servicemap needs for NodePorts and the
-// source does not know: this node's interface addresses and the
-// --nodeport-addresses filter. Interfaces are read at every snapshot, so a
+// withNodeAddresses adds what servicemap needs for NodePorts and
+// externalIPs and the source does not know: this node's interface
+// addresses, the --nodeport-addresses filter and the --external-ip-cidrs
+// allowlist. Interfaces are read at every snapshot, so a
 // new address is picked up with the next API change.
 type withNodeAddresses struct {
 	source.Source
-	filter []netip.Prefix
-	log    *slog.Logger
+	filter          []netip.Prefix
+	externalIPCIDRs []netip.Prefix
+	log             *slog.Logger
 }
 
 func (s withNodeAddresses) Snapshot() servicemap.Input {
@@ -29,12 +31,13 @@ func (s withNodeAddresses) Snapshot() servicemap.Input {
 	}
 	in.LocalAddresses = addrs
 	in.NodePortAddresses = s.filter
+	in.ExternalIPCIDRs = s.externalIPCIDRs
 	return in
 }
 
-// parseNodePortAddresses reads kube-proxy's --nodeport-addresses: a comma
-// separated list of CIDRs.
-func parseNodePortAddresses(v string) ([]netip.Prefix, error) {
+// parseCIDRs reads a comma separated list of CIDRs (kube-proxy's
+// --nodeport-addresses, socklb's --external-ip-cidrs).
+func parseCIDRs(flag, v string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
@@ -43,7 +46,7 @@ func parseNodePortAddresses(v string) ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(f)
 		if err != nil {
-			return nil, fmt.Errorf("--nodeport-addresses: %q is not a CIDR (e.g. 10.0.0.0/8,fd00::/64): %w", f, err)
+			return nil, fmt.Errorf("%s: %q is not a CIDR (e.g. 10.0.0.0/8,fd00::/64): %w", flag, f, err)
 		}
 		out = append(out, p.Masked())
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ type Metrics struct {
 	services           prometheus.Gauge
 	noLocalEndpoints   *prometheus.GaugeVec
 	problems           *prometheus.GaugeVec
+	refusedExternalIPs prometheus.Gauge
 	failures           prometheus.Counter
 	upserts            prometheus.Counter
 	removals           prometheus.Counter
@@ -111,6 +113,10 @@ func NewMetrics() *Metrics {
 			Name: "socklb_unusable_objects",
 			Help: "Problems found in the last sync per object (or part of one) that could not be used and was skipped; the agent log gives each reason.",
 		}, []string{"kind", "object"}),
+		refusedExternalIPs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_refused_external_ips",
+			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
+		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_map_update_errors_total",
 			Help: "Frontends that could not be written to the BPF maps, counted per sync attempt (kubeproxy_sync_proxy_rules_iptables_restore_failures_total).",
@@ -147,7 +153,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
-		m.problems, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
+		m.problems, m.refusedExternalIPs, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
 }
 
@@ -225,9 +231,14 @@ func (m *Metrics) observeProgramming(d time.Duration) {
 // (bad input), and an alert can say which object to fix.
 func (m *Metrics) setProblems(problems []servicemap.Problem) {
 	m.problems.Reset()
+	refused := 0
 	for _, p := range problems {
 		m.problems.WithLabelValues(p.Kind, p.ObjectName()).Inc()
+		if strings.Contains(p.Reason, servicemap.RefusedExternalIP) {
+			refused++
+		}
 	}
+	m.refusedExternalIPs.Set(float64(refused))
 }
 
 func (m *Metrics) addFailures(n int) { m.failures.Add(float64(n)) }

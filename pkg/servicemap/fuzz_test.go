@@ -423,6 +423,7 @@ func deepCopyInput(in Input) Input {
 		NodeName:          in.NodeName,
 		LocalAddresses:    slices.Clone(in.LocalAddresses),
 		NodePortAddresses: slices.Clone(in.NodePortAddresses),
+		ExternalIPCIDRs:   slices.Clone(in.ExternalIPCIDRs),
 	}
 	for _, s := range in.Services {
 		out.Services = append(out.Services, s.DeepCopy())

@@ -161,4 +161,11 @@ type Input struct {
 	// are served only on node addresses inside them, 127.0.0.1 included
 	// (see nodePortAddresses).
 	NodePortAddresses []netip.Prefix
+	// ExternalIPCIDRs is the operator's --external-ip-cidrs allowlist: an
+	// externalIP is captured when it is an address of this node (as
+	// Cilium's socket LB does) or falls inside one of these prefixes.
+	// Anything else is refused, because whoever may create a Service could
+	// otherwise redirect every connection of the node to any address
+	// (CVE-2020-8554).
+	ExternalIPCIDRs []netip.Prefix
 }
