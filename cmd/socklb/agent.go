@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -29,7 +30,7 @@ type agentFlags struct {
 	maxAffinity                         uint
 	healthTimeout                       time.Duration
 	hostNSOnly                          bool
-	profiling                           bool
+	profiling, profilingAllowRemote     bool
 	terminateSockets                    string
 	nodePortAddresses                   []netip.Prefix
 	externalIPCIDRs                     []netip.Prefix
@@ -49,7 +50,8 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
 	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
-	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
+	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
+	fs.BoolVar(&f.profilingAllowRemote, "profiling-allow-remote", false, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
@@ -76,6 +78,10 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}
+	}
+	if f.profiling && !f.profilingAllowRemote && f.metricsAddr != "" && !isLoopbackAddr(f.metricsAddr) {
+		return f, fmt.Errorf("--profiling on --metrics-bind-address %s would serve /debug/pprof/ without authentication to every host that reaches it: "+
+			"bind metrics to 127.0.0.1 (the default), drop --profiling, or add --profiling-allow-remote if the network is trusted", f.metricsAddr)
 	}
 	if f.nodeName == "" {
 		h, err := os.Hostname()
@@ -152,6 +158,20 @@ func runAgent(args []string) error {
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
+}
+
+// isLoopbackAddr tells whether a bind address (host:port) listens on
+// loopback only; an empty host or an unspecified address listens on all.
+func isLoopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 func newSource(f agentFlags, report source.ReportFunc) (source.Source, error) {
