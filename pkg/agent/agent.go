@@ -159,7 +159,7 @@ func (a *Agent) sync() bool {
 	if ok {
 		a.Health.Updated(start)
 	} else {
-		a.Health.Failed()
+		a.Health.Failed(start)
 	}
 	a.Metrics.observeSync(d, done, state, res, in)
 	if res.Upserted > 0 || res.Removed > 0 || len(res.Failed) > 0 {
