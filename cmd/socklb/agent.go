@@ -28,7 +28,8 @@ type agentFlags struct {
 	healthzAddr, metricsAddr            string
 	maxServices, maxBackends, maxRevNAT uint
 	maxAffinity                         uint
-	healthTimeout                       time.Duration
+	healthTimeout, lockTimeout          time.Duration
+	pinCheckInterval                    time.Duration
 	hostNSOnly                          bool
 	profiling, profilingAllowRemote     bool
 	terminateSockets                    string
@@ -57,6 +58,8 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
 	eic := fs.String("external-ip-cidrs", "", "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
 		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
+	fs.DurationVar(&f.lockTimeout, "lock-timeout", datapath.DefaultLockTimeout, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
+	fs.DurationVar(&f.pinCheckInterval, "pin-check-interval", agent.DefaultPinCheckInterval, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -126,6 +129,10 @@ func runAgent(args []string) error {
 		HostNSOnly:  f.hostNSOnly,
 
 		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
+		LockTimeout:      f.lockTimeout,
+		LockWait: func(holder string) {
+			log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
+		},
 	})
 	if err != nil {
 		return err
@@ -154,7 +161,8 @@ func runAgent(args []string) error {
 	} else if addr != nil {
 		log.Info("serving metrics", "addr", addr.String())
 	}
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics}
+	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics,
+		Pins: dp, PinCheckInterval: f.pinCheckInterval}
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err

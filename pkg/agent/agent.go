@@ -31,6 +31,16 @@ const (
 	DefaultRetryMax = 30 * time.Second
 )
 
+// PinRepairer checks the pins the datapath serves from and puts back the
+// ones that disappeared; *datapath.Datapath is one.
+type PinRepairer interface {
+	RepairPins() (repaired []string, err error)
+}
+
+// DefaultPinCheckInterval is how often the agent looks for pins removed
+// under it.
+const DefaultPinCheckInterval = 10 * time.Second
+
 // Agent runs the sync loop.
 type Agent struct {
 	Source   source.Source
@@ -38,6 +48,10 @@ type Agent struct {
 	Log      *slog.Logger
 	Health   *Health
 	Metrics  *Metrics
+
+	// Pins, if set, is checked every PinCheckInterval (zero: the default).
+	Pins             PinRepairer
+	PinCheckInterval time.Duration
 
 	// RetryMin and RetryMax bound the backoff of retries after a sync that
 	// failed to program some frontend; zero means the defaults.
@@ -90,6 +104,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- a.Source.Run(ctx, changed) }()
+	if a.Pins != nil {
+		go a.watchPins(ctx)
+	}
 	var (
 		retry   *time.Timer
 		retryC  <-chan time.Time
@@ -124,6 +141,41 @@ func (a *Agent) Run(ctx context.Context) error {
 		retryC = retry.C
 		a.Log.Info("retrying the frontends that failed", "in", backoff)
 		backoff = min(2*backoff, retryMax)
+	}
+}
+
+// watchPins repairs pins removed under the agent, and fails /healthz
+// while they cannot be trusted.
+func (a *Agent) watchPins(ctx context.Context) {
+	every := a.PinCheckInterval
+	if every <= 0 {
+		every = DefaultPinCheckInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fixed, err := a.Pins.RepairPins()
+		if len(fixed) > 0 {
+			a.Log.Warn("pins disappeared under the running agent (socklb cleanup --force, or removed by hand); re-created them", "pins", fixed)
+			a.Metrics.pinsRepaired(len(fixed))
+		}
+		a.Health.PinsBroken(err)
+		switch {
+		case err != nil && err.Error() != last:
+			a.Log.Error("the pinned datapath cannot be trusted; /healthz fails until it can", "err", err)
+		case err == nil && last != "":
+			a.Log.Info("the pinned datapath is whole again")
+		}
+		last = ""
+		if err != nil {
+			last = err.Error()
+		}
 	}
 }
 

@@ -53,6 +53,7 @@ type Health struct {
 	attempted   bool      // a sync has finished, successful or not
 	nodeSeen    bool
 	eligible    bool
+	pinsErr     error // the pins under --bpffs-path cannot be trusted; nil when they can
 
 	healthzTotal, livezTotal *prometheus.CounterVec // optional, set by Agent.Run
 }
@@ -113,6 +114,15 @@ func (h *Health) settle(pending *time.Time, t time.Time) {
 	}
 }
 
+// PinsBroken records whether the agent's pins are in place (nil) or not:
+// with a hook detached under it the agent is not serving, whatever its
+// syncs say, so /healthz fails until they are back.
+func (h *Health) PinsBroken(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pinsErr = err
+}
+
 // SyncNode records this node's Node object; nil means it is not in the
 // latest snapshot.
 func (h *Health) SyncNode(n *corev1.Node) {
@@ -160,6 +170,9 @@ func (h *Health) Status(withNode bool) (code int, st HealthStatus) {
 		waiting = h.unread
 	}
 	if h.attempted && !waiting.IsZero() && now.Sub(waiting) >= h.Timeout {
+		st.Healthy = false
+	}
+	if withNode && h.pinsErr != nil {
 		st.Healthy = false
 	}
 	ok := st.Healthy

@@ -37,6 +37,7 @@ type Metrics struct {
 	noLocalEndpoints   *prometheus.GaugeVec
 	problems           *prometheus.GaugeVec
 	refusedExternalIPs prometheus.Gauge
+	pinsRepairedTotal  prometheus.Counter
 	failures           prometheus.Counter
 	upserts            prometheus.Counter
 	removals           prometheus.Counter
@@ -117,6 +118,10 @@ func NewMetrics() *Metrics {
 			Name: "socklb_refused_external_ips",
 			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
 		}),
+		pinsRepairedTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "socklb_pins_repaired_total",
+			Help: "Pinned maps and links found missing under the running agent and re-created (a link pin removed detaches its hook until then).",
+		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_map_update_errors_total",
 			Help: "Frontends that could not be written to the BPF maps, counted per sync attempt (kubeproxy_sync_proxy_rules_iptables_restore_failures_total).",
@@ -153,7 +158,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
-		m.problems, m.refusedExternalIPs, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
+		m.problems, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
 }
 
@@ -240,5 +245,7 @@ func (m *Metrics) setProblems(problems []servicemap.Problem) {
 	}
 	m.refusedExternalIPs.Set(float64(refused))
 }
+
+func (m *Metrics) pinsRepaired(n int) { m.pinsRepairedTotal.Add(float64(n)) }
 
 func (m *Metrics) addFailures(n int) { m.failures.Add(float64(n)) }
