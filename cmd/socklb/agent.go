@@ -32,6 +32,7 @@ type agentFlags struct {
 	pinCheckInterval                    time.Duration
 	hostNSOnly                          bool
 	profiling, profilingAllowRemote     bool
+	perServiceMetrics                   bool
 	terminateSockets                    string
 	nodePortAddresses                   []netip.Prefix
 	externalIPCIDRs                     []netip.Prefix
@@ -53,6 +54,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
 	fs.BoolVar(&f.profilingAllowRemote, "profiling-allow-remote", false, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")
+	fs.BoolVar(&f.perServiceMetrics, "per-service-metrics", false, "export socklb_service_connections_total and socklb_service_datagrams_total: two series per Service port (300k per node at 100k Services), so off by default")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
@@ -148,8 +150,16 @@ func runAgent(args []string) error {
 
 	health := agent.NewHealth(f.healthTimeout)
 	metrics := agent.NewMetrics()
-	if err := metrics.CollectServiceStats(func() ([]datapath.ServiceDump, error) { return datapath.Dump(f.bpffsPath) }); err != nil {
-		return fmt.Errorf("registering per-Service connection metrics: %w", err)
+	if err := metrics.SetBuildInfo(version, vcsRevision()); err != nil {
+		return fmt.Errorf("registering socklb_build_info: %w", err)
+	}
+	if err := metrics.CollectMapPressure(dp.MapUsage); err != nil {
+		return fmt.Errorf("registering map pressure metrics: %w", err)
+	}
+	if f.perServiceMetrics {
+		if err := metrics.CollectServiceStats(dp.ServiceStats); err != nil {
+			return fmt.Errorf("registering per-Service connection metrics: %w", err)
+		}
 	}
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
 		return err

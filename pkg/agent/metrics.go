@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -155,11 +157,25 @@ func NewMetrics() *Metrics {
 		Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
 		Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
 	}, func() float64 { return float64(m.pendingNow().slices) })
+	// The Go runtime and the process, as every Kubernetes component
+	// exports them: RSS, CPU, open files, goroutines, GC pauses.
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
 		m.problems, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
+}
+
+// SetBuildInfo exports socklb_build_info, constant 1, labelled with what
+// is running: the way to see a half-done rollout across nodes.
+func (m *Metrics) SetBuildInfo(version, revision string) error {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "socklb_build_info",
+		Help: "Always 1; the labels say which socklb build is running.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(version, revision, runtime.Version()).Set(1)
+	return m.Registry.Register(g)
 }
 
 // queued records that a change queued a sync at t.
