@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,33 +56,63 @@ func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
 }
 
 // TestUnconnectedUDPSocketSurvives: a resolver's unconnected socket has no
-// peer; removing a backend must not destroy it (Cilium #48564).
+// peer; removing a backend must not destroy it (Cilium #48564). One socket
+// sends a query every 100 ms for 4 s; the removal is applied while it is
+// alive and sending, and the queries after it all reach the remaining pod
+// through the same socket.
 func TestUnconnectedUDPSocketSurvives(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
 		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a"), readyEP("10.244.1.12", "node-a")),
 	})
-	e.waitInspect(10*time.Second, "10.244.1.12:5353")
-	done := make(chan *lab.Result, 1)
+	e.waitInspect(10*time.Second, "10.244.1.11:5353", "10.244.1.12:5353")
+	type out struct {
+		res *lab.Result
+		err error
+	}
+	done := make(chan out, 1)
+	const queries = 40
 	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53", "--count", "1")
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
+			"--count", fmt.Sprint(queries), "--interval", "100ms", "--seq")
+		done <- out{r, err}
 	}()
-	<-done
-	// Run a longer unconnected client across a removal.
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53", "--count", "40")
-		if err != nil {
-			t.Error(err)
+	// Let the socket exist and answer from both pods first.
+	deadline := time.Now().Add(5 * time.Second)
+	for c := e.lab.Counts("udp"); c["pod1"] == 0 || c["pod2"] == 0; c = e.lab.Counts("udp") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the socket never reached both pods: %v", c)
 		}
-		done <- r
-	}()
-	time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+	}
 	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
-	r := <-done
-	if r == nil || r.OK != 40 || r.TotalErrors() != 0 {
-		t.Fatalf("unconnected socket across a backend removal: %+v", r)
+	for strings.Contains(e.inspect(), "10.244.1.11:5353") {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal of pod1 was not applied within 5 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	removedAt := e.lab.Counts("udp")
+	select {
+	case o := <-done:
+		t.Fatalf("the client finished before the removal was applied, so the test holds nothing: %+v %v", o.res, o.err)
+	default:
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	r := o.res
+	if r.OK != queries || r.TotalErrors() != 0 {
+		t.Fatalf("unconnected socket across a backend removal: %d of %d answered, errors %v (%s)", r.OK, queries, r.Errors, r.FirstError)
+	}
+	end := e.lab.Counts("udp")
+	if end["pod1"] != removedAt["pod1"] {
+		t.Errorf("pod1 got %d datagrams after its removal was applied", end["pod1"]-removedAt["pod1"])
+	}
+	if after := end["pod2"] - removedAt["pod2"]; after < 5 {
+		t.Errorf("only %d queries went out after the removal: the socket did not keep sending across it", after)
+	}
+	if seq := r.Sequence; seq[len(seq)-1] != "pod2" {
+		t.Errorf("last answer from %s, want pod2: %v", seq[len(seq)-1], seq)
 	}
 }

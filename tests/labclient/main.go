@@ -46,7 +46,7 @@ func main() {
 	seq := fs.Bool("seq", false, "include the per-attempt sequence of answers in the output")
 	reconnect := fs.Bool("reconnect", false, "udp-connected: use a new socket for every query")
 	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting")
-	interval := fs.Duration("interval", 0, "loop: pause between connects")
+	interval := fs.Duration("interval", 0, "loop, udp, udp-connected: pause between attempts")
 	_ = fs.Parse(args)
 
 	res := &wire.Result{
@@ -81,7 +81,7 @@ func main() {
 			rec.record(tcpOnce(dst, to, res))
 		}
 	case "udp":
-		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), rec)
+		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), *interval, rec)
 	case "udp-connected":
 		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, *interval, rec)
 	case "loop":
@@ -255,7 +255,7 @@ func peerName(c syscall.Conn) (string, error) {
 
 // udpUnconnected uses ONE unconnected socket: sendto/recvfrom per query, so
 // the sendmsg and recvmsg hooks are what the test observes.
-func udpUnconnected(dst netip.AddrPort, count int, timeout time.Duration, rec *recorder) {
+func udpUnconnected(dst netip.AddrPort, count int, timeout, interval time.Duration, rec *recorder) {
 	c, err := net.ListenUDP(network("udp", dst), nil)
 	if err != nil {
 		for i := 0; i < count; i++ {
@@ -267,6 +267,9 @@ func udpUnconnected(dst netip.AddrPort, count int, timeout time.Duration, rec *r
 	sources := map[string]bool{}
 	buf := make([]byte, 512)
 	for i := 0; i < count; i++ {
+		if i > 0 && interval > 0 {
+			time.Sleep(interval)
+		}
 		if _, err := c.WriteToUDPAddrPort([]byte(fmt.Sprintf("q%d", i)), dst); err != nil {
 			rec.record("", err)
 			continue
