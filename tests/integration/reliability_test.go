@@ -94,9 +94,12 @@ func sum(c map[string]int64) int64 {
 }
 
 // TestChurnUnderLoad scales a Service 1 -> 20 -> 1 -> 7 -> 2 -> 0 -> 20 -> 3
-// while a client connects in a loop: the only failures are ECONNREFUSED
-// (while there are 0 endpoints), and a pod removed from the Service gets
-// nothing once the removal is applied.
+// while a client connects in a loop. Each change gets its own loop, so a
+// failure is charged to the change it happened in: a change between two
+// non-empty backend sets fails nothing; the changes into and out of the 0
+// phase fail only with ECONNREFUSED (REJECT), and the change into it at
+// least once. After a shrink is applied, the removed pods get nothing for
+// 250 ms while the loop still runs and the remaining pods answer.
 func TestChurnUnderLoad(t *testing.T) {
 	var pods []lab.PodSpec
 	var all []ep
@@ -109,11 +112,13 @@ func TestChurnUnderLoad(t *testing.T) {
 	e := startWith(t, pods, map[string]string{"svc.yaml": svc.yaml(all[:1]...)})
 	e.waitInspect(10*time.Second, "10.244.2.1:8080")
 
-	sizes := []int{20, 1, 7, 2, 0, 20, 3}
-	bg := loop(e, e.client(), vip+":80", time.Duration(len(sizes))*700*time.Millisecond+500*time.Millisecond)
+	const phase = 2 * time.Second
+	total := 0
 	cur := 1
-	for _, n := range sizes {
-		time.Sleep(400 * time.Millisecond)
+	for _, n := range []int{20, 1, 7, 2, 0, 20, 3} {
+		what := fmt.Sprintf("%d -> %d", cur, n)
+		bg := loop(e, e.client(), vip+":80", phase)
+		time.Sleep(300 * time.Millisecond) // the loop is connecting
 		e.writeManifest("svc.yaml", svc.yaml(all[:n]...))
 		if n == 0 {
 			e.waitInspect(2*time.Second, "no endpoints: REJECT")
@@ -121,49 +126,66 @@ func TestChurnUnderLoad(t *testing.T) {
 			e.waitInspect(2*time.Second, fmt.Sprintf("10.244.2.%d:8080", n))
 		}
 		if n < cur {
-			// Wait until the maps show the shrink, then the removed pods'
-			// counters must stay still.
 			gone := fmt.Sprintf("10.244.2.%d:8080", n+1)
 			deadline := time.Now().Add(2 * time.Second)
 			for strings.Contains(e.inspect(), gone) {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s still programmed 2s after the shrink", gone)
+					t.Fatalf("%s: %s still programmed 2s after the shrink", what, gone)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 			before := e.lab.Counts("tcp")
 			time.Sleep(250 * time.Millisecond)
 			after := e.lab.Counts("tcp")
-			for i := n + 1; i <= cur; i++ {
+			select {
+			case <-bg:
+				t.Fatalf("%s: the connect loop ended before the removed pods' window did: the check would hold nothing", what)
+			default:
+			}
+			var kept int64
+			for i := 1; i <= 20; i++ {
 				name := fmt.Sprintf("p%d", i)
-				if after[name] != before[name] {
-					t.Errorf("%s got %d connections after its removal was applied", name, after[name]-before[name])
+				d := after[name] - before[name]
+				if i > n && d != 0 {
+					t.Errorf("%s: %s got %d connections after its removal was applied", what, name, d)
+				}
+				if i <= n {
+					kept += d
 				}
 			}
+			if n > 0 && kept == 0 {
+				t.Errorf("%s: the remaining pods got nothing in the window: the loop was not connecting", what)
+			}
+		}
+		o := <-bg
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		total += o.res.OK
+		refused := o.res.Errors["ECONNREFUSED"]
+		switch {
+		case cur > 0 && n > 0 && o.res.TotalErrors() != 0:
+			t.Errorf("%s: %d connects failed between two non-empty backend sets: %v (%s)", what, o.res.TotalErrors(), o.res.Errors, o.res.FirstError)
+		case o.res.TotalErrors() != refused:
+			t.Errorf("%s: connects failed other than by REJECT: %v (%s)", what, o.res.Errors, o.res.FirstError)
+		case n == 0 && refused == 0:
+			t.Errorf("%s: no ECONNREFUSED once the Service had no endpoints", what)
+		}
+		if n > 0 && o.res.OK == 0 {
+			t.Errorf("%s: no connect succeeded", what)
 		}
 		cur = n
 	}
-	o := <-bg
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	t.Logf("%d connects across %d backend-set changes, errors %v", o.res.OK, len(sizes), o.res.Errors)
-	if o.res.TotalErrors() != o.res.Errors["ECONNREFUSED"] {
-		t.Fatalf("connects failed other than by REJECT: %v (%s)", o.res.Errors, o.res.FirstError)
-	}
-	if o.res.Errors["ECONNREFUSED"] == 0 {
-		t.Errorf("no ECONNREFUSED during the 0-endpoint phase: the loop missed it")
-	}
+	t.Logf("%d connects across 7 backend-set changes", total)
 	spread := 0
-	for _, n := range e.lab.Counts("tcp") {
-		if n > 0 {
+	for _, c := range e.lab.Counts("tcp") {
+		if c > 0 {
 			spread++
 		}
 	}
 	if spread < 15 {
 		t.Errorf("only %d of 20 pods got traffic while 20 were in the Service", spread)
 	}
-
 }
 
 // TestFullMapKeepsTheRest: with --max-backends too small for every Service,
