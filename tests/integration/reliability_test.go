@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -188,34 +189,59 @@ func TestChurnUnderLoad(t *testing.T) {
 	}
 }
 
-// TestFullMapKeepsTheRest: with --max-backends too small for every Service,
-// the agent names the map, the Service and the flag, and every Service that
-// fits keeps working.
+// TestFullMapKeepsTheRest: with --max-backends too small for every
+// Service, the agent names the map, the Service and the flag for the one
+// frontend that does not fit, and every frontend that fits works: 4
+// frontends of 3 backends need 12, 9 fit, so exactly 3 answer on all
+// their pods and the fourth stays untranslated.
 func TestFullMapKeepsTheRest(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
 		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
 		"b.yaml": svcSpec{name: "b", clusterIPs: []string{"10.96.0.40"}}.yaml(allReady("node-a")...),
 	}, "--max-backends", "9")
+	re := regexp.MustCompile(`msg="frontend not programmed; the rest of the node is" frontend=(\S+)`)
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(e.agentLog(), "--max-backends") {
+	var failed [][]string
+	for failed = re.FindAllStringSubmatch(e.agentLog(), -1); len(failed) == 0; failed = re.FindAllStringSubmatch(e.agentLog(), -1) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no log line naming --max-backends:\n%s", e.agentLog())
+			t.Fatalf("no log line naming a frontend that did not fit:\n%s", e.agentLog())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	log := e.agentLog()
-	if !strings.Contains(log, "backends map is full") || !strings.Contains(log, "Service default/") {
-		t.Errorf("the error does not name the map and the Service:\n%s", log)
-	}
-	// 4 frontends x 3 backends need 12; 9 fit: three frontends work.
-	working := 0
-	for _, addr := range []string{vip + ":80", "10.96.0.40:80"} {
-		if r := tcpN(t, e, e.client(), addr, 5); r.OK == 5 {
-			working++
+	for _, want := range []string{"backends map is full", "Service default/", "--max-backends"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the error does not say %q:\n%s", want, log)
 		}
 	}
-	if working == 0 {
-		t.Fatalf("no Service works with a full backends map:\n%s", e.inspect())
+	bad := failed[0][1]
+	for _, f := range failed {
+		if f[1] != bad {
+			t.Fatalf("more than one frontend failed (%s and %s), want exactly one:\n%s", bad, f[1], log)
+		}
+	}
+	out := e.inspect()
+	for _, fe := range []string{vip + ":80/TCP", vip + ":53/UDP", "10.96.0.40:80/TCP", "10.96.0.40:53/UDP"} {
+		addr, proto, _ := strings.Cut(fe, "/")
+		var res *lab.Result
+		var err error
+		if proto == "TCP" {
+			res, err = e.client().TCP(e.ctx(), e.cg, addr, 30)
+		} else {
+			res, err = e.client().UDP(e.ctx(), e.cg, addr, 30)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fe == bad {
+			if strings.Contains(out, fe) || res.Errors["ENETUNREACH"] == 0 || res.OK != 0 {
+				t.Errorf("%s did not fit but is programmed or answers: %v %v\n%s", fe, res.Replies, res.Errors, out)
+			}
+			continue
+		}
+		if res.OK != 30 || len(res.Replies) != 3 {
+			t.Errorf("%s fits but answers %d of 30 (replies %v errors %v), want all, over the 3 pods\n%s", fe, res.OK, res.Replies, res.Errors, out)
+		}
 	}
 }
 
