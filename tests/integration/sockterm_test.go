@@ -116,3 +116,66 @@ func TestUnconnectedUDPSocketSurvives(t *testing.T) {
 		t.Errorf("last answer from %s, want pod2: %v", seq[len(seq)-1], seq)
 	}
 }
+
+// TestTerminateSocketsAllTCP: with --terminate-sockets=all a TCP socket
+// socklb connected to a backend is destroyed when that backend leaves the
+// Service (the application sees ECONNABORTED), while a socket connected to
+// the same pod IP directly is left alone; with the default (udp) the TCP
+// socket is left alone too, as conntrack leaves a TCP flow on a removed
+// endpoint.
+func TestTerminateSocketsAllTCP(t *testing.T) {
+	for _, tc := range []struct {
+		mode      string
+		destroyed bool
+	}{{"all", true}, {"udp", false}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := startWith(t, threePods, map[string]string{
+				"svc.yaml": svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+			}, "--terminate-sockets", tc.mode)
+			e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.244.1.11:8080")
+			type out struct {
+				res *lab.Result
+				err error
+			}
+			hold := func(addr string) <-chan out {
+				ch := make(chan out, 1)
+				go func() {
+					r, err := e.client().RunResult(e.ctx(), e.cg, "tcp-hold", "--addr", addr, "--duration", "4s")
+					ch <- out{r, err}
+				}()
+				return ch
+			}
+			viaVIP, direct := hold(vip+":80"), hold("10.244.1.11:8080")
+			deadline := time.Now().Add(5 * time.Second)
+			for e.lab.Counts("tcp")["pod1"] < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the two sockets did not reach pod1: %v", e.lab.Counts("tcp"))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			removed := time.Now()
+			e.writeManifest("svc.yaml", svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+			e.waitInspect(2*time.Second, "10.244.1.12:8080")
+			v, d := <-viaVIP, <-direct
+			if v.err != nil || d.err != nil {
+				t.Fatal(v.err, d.err)
+			}
+			if time.Since(removed) < 2*time.Second {
+				t.Fatalf("the held sockets ended %s after the removal, before it could be checked", time.Since(removed))
+			}
+			if d.res.OK != 1 || d.res.TotalErrors() != 0 {
+				t.Errorf("the socket connected to the pod IP directly was touched: %+v", d.res)
+			}
+			if tc.destroyed {
+				if v.res.Errors["ECONNABORTED"] != 1 {
+					t.Errorf("--terminate-sockets=all: the TCP socket through the ClusterIP to the removed pod was not destroyed: %+v\n%s", v.res, e.agentLog())
+				}
+				if !strings.Contains(e.agentLog(), "sockets_destroyed=1") {
+					t.Errorf("the agent did not report destroying one socket:\n%s", e.agentLog())
+				}
+			} else if v.res.OK != 1 || v.res.TotalErrors() != 0 {
+				t.Errorf("--terminate-sockets=udp destroyed a TCP socket: %+v", v.res)
+			}
+		})
+	}
+}

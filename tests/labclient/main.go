@@ -45,7 +45,7 @@ func main() {
 	timeout := fs.Duration("timeout", 0, "per-attempt timeout (default 2s for tcp, 1s for udp)")
 	seq := fs.Bool("seq", false, "include the per-attempt sequence of answers in the output")
 	reconnect := fs.Bool("reconnect", false, "udp-connected: use a new socket for every query")
-	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting")
+	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting; tcp-hold: how long to hold the socket")
 	interval := fs.Duration("interval", 0, "loop, udp, udp-connected: pause between attempts")
 	_ = fs.Parse(args)
 
@@ -84,6 +84,8 @@ func main() {
 		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), *interval, rec)
 	case "udp-connected":
 		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, *interval, rec)
+	case "tcp-hold":
+		tcpHold(dst, orDefault(*timeout, 2*time.Second), *duration, rec)
 	case "loop":
 		to := orDefault(*timeout, 2*time.Second)
 		end := time.Now().Add(*duration)
@@ -100,7 +102,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: labclient tcp|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--duration D] [--interval D]")
+	fmt.Fprintln(os.Stderr, "usage: labclient tcp|tcp-hold|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--duration D] [--interval D]")
 	os.Exit(2)
 }
 
@@ -208,6 +210,58 @@ func tcpOnce(dst netip.AddrPort, timeout time.Duration, res *wire.Result) (strin
 	name := strings.TrimSpace(string(b))
 	if name == "" {
 		return "", errEmpty
+	}
+	return name, nil
+}
+
+// tcpHold connects once, reads the server's reply, and then holds the
+// socket (in CLOSE_WAIT: the server has closed its side) for d, watching
+// its state with TCP_INFO. If the kernel closes it under the process
+// (bpf_sock_destroy: socket termination), it records the socket's pending
+// error, ECONNABORTED, and returns; a socket still open after d records
+// nothing more.
+func tcpHold(dst netip.AddrPort, timeout, d time.Duration, rec *recorder) {
+	rec.record(tcpOnceHeld(dst, timeout, d))
+}
+
+func tcpOnceHeld(dst netip.AddrPort, timeout, d time.Duration) (string, error) {
+	dl := net.Dialer{Timeout: timeout}
+	c, err := dl.Dial(network("tcp", dst), dst.String())
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	b, err := io.ReadAll(io.LimitReader(c, 256))
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(b))
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		var info *unix.TCPInfo
+		var soErr int
+		var gerr error
+		_ = rc.Control(func(fd uintptr) {
+			info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+			if gerr == nil && info.State == unix.BPF_TCP_CLOSE {
+				soErr, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+			}
+		})
+		if gerr != nil {
+			return "", gerr
+		}
+		if info.State == unix.BPF_TCP_CLOSE {
+			if soErr != 0 {
+				return "", syscall.Errno(soErr)
+			}
+			return "", errors.New("socket closed without an error")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return name, nil
 }
