@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build generate check-generated test unit fuzz demo vet clean e2e e2e-tools bench bench-smoke bench-report bench-ci
+.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools bench bench-smoke bench-report bench-ci conformance conformance-tools
 
 all: build
 
@@ -14,6 +14,14 @@ build:
 
 # Rebuild the BPF objects and their Go bindings (needs clang, llvm-strip,
 # libbpf-dev). The output is committed so `go build` needs no clang.
+# socklb's image without a container engine: an OCI layout tarball with
+# amd64 and arm64 images under one index, reproducible from the same commit.
+# Load it with `ctr -n k8s.io images import`, or push it with
+# `skopeo copy oci-archive:bin/socklb-image.tar docker://REGISTRY/socklb:TAG`.
+IMAGE ?= localhost/socklb:$(VERSION)
+image:
+	$(GO) run ./deploy/image --out bin/socklb-image.tar --name $(IMAGE) --version $(VERSION)
+
 generate:
 	$(GO) generate ./bpf/...
 
@@ -99,3 +107,25 @@ bench-ci:
 	rm -rf $(BENCH_CI_DIR)
 	$(MAKE) bench-smoke BENCH_OUT=$(BENCH_CI_DIR) BENCH_MD=$(BENCH_CI_DIR)/BENCHMARKS.md
 	rm -rf $(BENCH_CI_DIR)
+
+# One real node on this machine (tests/node): the control plane, kube-scheduler,
+# kubelet v1.37.2, Debian's containerd, runc and CNI bridge, in a network and
+# mount namespace of its own with no route off the machine. The upstream
+# suite runs twice, with kube-proxy v1.37.2 (iptables, the control) and with
+# socklb installed from deploy/ (kubectl apply -k); socklb's own real-node
+# tests run in the second. CONFORMANCE.md is generated from the two JUnit
+# reports, committed under tests/node/results. Needs root, containerd, runc,
+# containernetworking-plugins, debootstrap, busybox-static.
+CONFORMANCE_FOCUS ?=
+CONFORMANCE_TIMEOUT ?= 6h
+CONFORMANCE_OUT ?= tests/node/results
+conformance-tools:
+	sh tests/e2e/tools/build.sh --node
+
+conformance: conformance-tools
+	rm -rf $(CONFORMANCE_OUT)/kube-proxy $(CONFORMANCE_OUT)/socklb
+	$(GO) test -tags node -count=1 -v -timeout $(CONFORMANCE_TIMEOUT) ./tests/node/ -run 'TestConformance' \
+		-args -proxy=kube-proxy -report-dir=$(abspath $(CONFORMANCE_OUT))/kube-proxy $(if $(CONFORMANCE_FOCUS),-focus='$(CONFORMANCE_FOCUS)')
+	$(GO) test -tags node -count=1 -v -timeout $(CONFORMANCE_TIMEOUT) ./tests/node/ \
+		-args -proxy=socklb -report-dir=$(abspath $(CONFORMANCE_OUT))/socklb $(if $(CONFORMANCE_FOCUS),-focus='$(CONFORMANCE_FOCUS)')
+	$(GO) run ./tests/node/report -control $(CONFORMANCE_OUT)/kube-proxy -socklb $(CONFORMANCE_OUT)/socklb -out CONFORMANCE.md

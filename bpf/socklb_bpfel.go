@@ -14,17 +14,19 @@ import (
 )
 
 type SocklbAffinityKey struct {
-	_      structs.HostLayout
-	Client uint64
-	SvcId  uint32
-	Pad    uint32
+	_          structs.HostLayout
+	Client     uint64
+	AffinityId uint32
+	Pad        uint32
 }
 
 type SocklbAffinityValue struct {
-	_         structs.HostLayout
-	LastUsed  uint64
-	BackendId uint32
-	Pad       uint32
+	_        structs.HostLayout
+	LastUsed uint64
+	Addr     [16]uint8
+	Port     uint16
+	Pad      uint16
+	Pad2     uint32
 }
 
 type SocklbBackend struct {
@@ -33,6 +35,7 @@ type SocklbBackend struct {
 	Port  uint16
 	Proto uint8
 	Flags uint8
+	Id    uint32
 }
 
 type SocklbBackendStats struct {
@@ -41,21 +44,12 @@ type SocklbBackendStats struct {
 	Datagrams uint64
 }
 
-type SocklbRevnatKey struct {
-	_      structs.HostLayout
-	Cookie uint64
-	Addr   [16]uint8
-	Port   uint16
-	Pad    uint16
-	Pad2   uint32
-}
-
-type SocklbRevnatValue struct {
+type SocklbMemberKey struct {
 	_     structs.HostLayout
-	Addr  [16]uint8
+	SvcId uint32
 	Port  uint16
 	Pad   uint16
-	SvcId uint32
+	Addr  [16]uint8
 }
 
 type SocklbSlotKey struct {
@@ -63,6 +57,29 @@ type SocklbSlotKey struct {
 	SvcId      uint32
 	Generation uint32
 	Slot       uint32
+}
+
+type SocklbSlotValue struct {
+	_          structs.HostLayout
+	BackendId  uint32
+	SvcId      uint32
+	Generation uint32
+}
+
+type SocklbSockEntry struct {
+	_            structs.HostLayout
+	Backend      [16]uint8
+	Frontend     [16]uint8
+	BackendPort  uint16
+	FrontendPort uint16
+	AffinityId   uint32
+}
+
+type SocklbSockState struct {
+	_    structs.HostLayout
+	E    [4]SocklbSockEntry
+	Next uint32
+	Pad  uint32
 }
 
 type SocklbSvcKey struct {
@@ -87,6 +104,7 @@ type SocklbSvcValue struct {
 	Flags           uint16
 	Kind            uint8
 	Pad             uint8
+	AffinityId      uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -95,9 +113,11 @@ type SocklbSvcValue struct {
 const (
 	SocklbMapAffinity            = "affinity"
 	SocklbMapBackends            = "backends"
-	SocklbMapRevnat              = "revnat"
+	SocklbMapMembers             = "members"
 	SocklbMapServices            = "services"
+	SocklbMapSkState             = "sk_state"
 	SocklbMapSlots               = "slots"
+	SocklbMapSockEvents          = "sock_events"
 	SocklbMapStats               = "stats"
 	SocklbMapSvcNames            = "svc_names"
 	SocklbProgSocklbConnect4     = "socklb_connect4"
@@ -108,6 +128,7 @@ const (
 	SocklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
 	SocklbProgSocklbSendmsg4     = "socklb_sendmsg4"
 	SocklbProgSocklbSendmsg6     = "socklb_sendmsg6"
+	SocklbVarHaveSetRetval       = "have_set_retval"
 	SocklbVarHostNetnsCookie     = "host_netns_cookie"
 	SocklbVarHostnsOnly          = "hostns_only"
 )
@@ -168,19 +189,22 @@ type SocklbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbMapSpecs struct {
-	Affinity *ebpf.MapSpec `ebpf:"affinity"`
-	Backends *ebpf.MapSpec `ebpf:"backends"`
-	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
-	Services *ebpf.MapSpec `ebpf:"services"`
-	Slots    *ebpf.MapSpec `ebpf:"slots"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	SvcNames *ebpf.MapSpec `ebpf:"svc_names"`
+	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
+	Backends   *ebpf.MapSpec `ebpf:"backends"`
+	Members    *ebpf.MapSpec `ebpf:"members"`
+	Services   *ebpf.MapSpec `ebpf:"services"`
+	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
+	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	SvcNames   *ebpf.MapSpec `ebpf:"svc_names"`
 }
 
 // SocklbVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbVariableSpecs struct {
+	HaveSetRetval   *ebpf.VariableSpec `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
 }
@@ -205,22 +229,26 @@ func (o *SocklbObjects) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbMaps struct {
-	Affinity *ebpf.Map `ebpf:"affinity"`
-	Backends *ebpf.Map `ebpf:"backends"`
-	Revnat   *ebpf.Map `ebpf:"revnat"`
-	Services *ebpf.Map `ebpf:"services"`
-	Slots    *ebpf.Map `ebpf:"slots"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	SvcNames *ebpf.Map `ebpf:"svc_names"`
+	Affinity   *ebpf.Map `ebpf:"affinity"`
+	Backends   *ebpf.Map `ebpf:"backends"`
+	Members    *ebpf.Map `ebpf:"members"`
+	Services   *ebpf.Map `ebpf:"services"`
+	SkState    *ebpf.Map `ebpf:"sk_state"`
+	Slots      *ebpf.Map `ebpf:"slots"`
+	SockEvents *ebpf.Map `ebpf:"sock_events"`
+	Stats      *ebpf.Map `ebpf:"stats"`
+	SvcNames   *ebpf.Map `ebpf:"svc_names"`
 }
 
 func (m *SocklbMaps) Close() error {
 	return _SocklbClose(
 		m.Affinity,
 		m.Backends,
-		m.Revnat,
+		m.Members,
 		m.Services,
+		m.SkState,
 		m.Slots,
+		m.SockEvents,
 		m.Stats,
 		m.SvcNames,
 	)
@@ -230,6 +258,7 @@ func (m *SocklbMaps) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbVariables struct {
+	HaveSetRetval   *ebpf.Variable `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`
 }

@@ -37,11 +37,15 @@ type SocklbTestTestCtx struct {
 const (
 	SocklbTestMapAffinity               = "affinity"
 	SocklbTestMapBackends               = "backends"
-	SocklbTestMapRevnat                 = "revnat"
+	SocklbTestMapMembers                = "members"
 	SocklbTestMapServices               = "services"
+	SocklbTestMapSkState                = "sk_state"
 	SocklbTestMapSlots                  = "slots"
+	SocklbTestMapSockEvents             = "sock_events"
 	SocklbTestMapStats                  = "stats"
 	SocklbTestMapSvcNames               = "svc_names"
+	SocklbTestMapTestSocks              = "test_socks"
+	SocklbTestMapTestZero               = "test_zero"
 	SocklbTestProgTestRevnat            = "test_revnat"
 	SocklbTestProgTestSkipNetns         = "test_skip_netns"
 	SocklbTestProgTestTranslateConnect  = "test_translate_connect"
@@ -102,13 +106,17 @@ type SocklbTestProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbTestMapSpecs struct {
-	Affinity *ebpf.MapSpec `ebpf:"affinity"`
-	Backends *ebpf.MapSpec `ebpf:"backends"`
-	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
-	Services *ebpf.MapSpec `ebpf:"services"`
-	Slots    *ebpf.MapSpec `ebpf:"slots"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	SvcNames *ebpf.MapSpec `ebpf:"svc_names"`
+	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
+	Backends   *ebpf.MapSpec `ebpf:"backends"`
+	Members    *ebpf.MapSpec `ebpf:"members"`
+	Services   *ebpf.MapSpec `ebpf:"services"`
+	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
+	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	SvcNames   *ebpf.MapSpec `ebpf:"svc_names"`
+	TestSocks  *ebpf.MapSpec `ebpf:"test_socks"`
+	TestZero   *ebpf.MapSpec `ebpf:"test_zero"`
 }
 
 // SocklbTestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -139,24 +147,32 @@ func (o *SocklbTestObjects) Close() error {
 //
 // It can be passed to LoadSocklbTestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbTestMaps struct {
-	Affinity *ebpf.Map `ebpf:"affinity"`
-	Backends *ebpf.Map `ebpf:"backends"`
-	Revnat   *ebpf.Map `ebpf:"revnat"`
-	Services *ebpf.Map `ebpf:"services"`
-	Slots    *ebpf.Map `ebpf:"slots"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	SvcNames *ebpf.Map `ebpf:"svc_names"`
+	Affinity   *ebpf.Map `ebpf:"affinity"`
+	Backends   *ebpf.Map `ebpf:"backends"`
+	Members    *ebpf.Map `ebpf:"members"`
+	Services   *ebpf.Map `ebpf:"services"`
+	SkState    *ebpf.Map `ebpf:"sk_state"`
+	Slots      *ebpf.Map `ebpf:"slots"`
+	SockEvents *ebpf.Map `ebpf:"sock_events"`
+	Stats      *ebpf.Map `ebpf:"stats"`
+	SvcNames   *ebpf.Map `ebpf:"svc_names"`
+	TestSocks  *ebpf.Map `ebpf:"test_socks"`
+	TestZero   *ebpf.Map `ebpf:"test_zero"`
 }
 
 func (m *SocklbTestMaps) Close() error {
 	return _SocklbTestClose(
 		m.Affinity,
 		m.Backends,
-		m.Revnat,
+		m.Members,
 		m.Services,
+		m.SkState,
 		m.Slots,
+		m.SockEvents,
 		m.Stats,
 		m.SvcNames,
+		m.TestSocks,
+		m.TestZero,
 	)
 }
 

@@ -27,10 +27,12 @@ type SocktermSockTarget struct {
 const (
 	SocktermMapAffinity          = "affinity"
 	SocktermMapBackends          = "backends"
-	SocktermMapRevnat            = "revnat"
+	SocktermMapMembers           = "members"
 	SocktermMapServices          = "services"
+	SocktermMapSkState           = "sk_state"
 	SocktermMapSlots             = "slots"
 	SocktermMapSockDestroyed     = "sock_destroyed"
+	SocktermMapSockEvents        = "sock_events"
 	SocktermMapSockTargets       = "sock_targets"
 	SocktermMapStats             = "stats"
 	SocktermMapSvcNames          = "svc_names"
@@ -90,10 +92,12 @@ type SocktermProgramSpecs struct {
 type SocktermMapSpecs struct {
 	Affinity      *ebpf.MapSpec `ebpf:"affinity"`
 	Backends      *ebpf.MapSpec `ebpf:"backends"`
-	Revnat        *ebpf.MapSpec `ebpf:"revnat"`
+	Members       *ebpf.MapSpec `ebpf:"members"`
 	Services      *ebpf.MapSpec `ebpf:"services"`
+	SkState       *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots         *ebpf.MapSpec `ebpf:"slots"`
 	SockDestroyed *ebpf.MapSpec `ebpf:"sock_destroyed"`
+	SockEvents    *ebpf.MapSpec `ebpf:"sock_events"`
 	SockTargets   *ebpf.MapSpec `ebpf:"sock_targets"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	SvcNames      *ebpf.MapSpec `ebpf:"svc_names"`
@@ -127,10 +131,12 @@ func (o *SocktermObjects) Close() error {
 type SocktermMaps struct {
 	Affinity      *ebpf.Map `ebpf:"affinity"`
 	Backends      *ebpf.Map `ebpf:"backends"`
-	Revnat        *ebpf.Map `ebpf:"revnat"`
+	Members       *ebpf.Map `ebpf:"members"`
 	Services      *ebpf.Map `ebpf:"services"`
+	SkState       *ebpf.Map `ebpf:"sk_state"`
 	Slots         *ebpf.Map `ebpf:"slots"`
 	SockDestroyed *ebpf.Map `ebpf:"sock_destroyed"`
+	SockEvents    *ebpf.Map `ebpf:"sock_events"`
 	SockTargets   *ebpf.Map `ebpf:"sock_targets"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	SvcNames      *ebpf.Map `ebpf:"svc_names"`
@@ -140,10 +146,12 @@ func (m *SocktermMaps) Close() error {
 	return _SocktermClose(
 		m.Affinity,
 		m.Backends,
-		m.Revnat,
+		m.Members,
 		m.Services,
+		m.SkState,
 		m.Slots,
 		m.SockDestroyed,
+		m.SockEvents,
 		m.SockTargets,
 		m.Stats,
 		m.SvcNames,

@@ -35,7 +35,7 @@ struct lb_req {
 	__u8 proto;
 	__u8 pad;
 	__u32 backend_id; /* out */
-	__u64 cookie;	  /* socket cookie: keys the reverse translation */
+	__u64 cookie;	  /* test runs only: which test socket's state (hooks use the socket's storage) */
 	__u64 client;	  /* netns cookie: the client for sessionAffinity */
 };
 
@@ -48,6 +48,28 @@ volatile const __u64 host_netns_cookie = 0;
 static __always_inline int lb_skip_netns(__u64 netns_cookie)
 {
 	return hostns_only && netns_cookie != host_netns_cookie;
+}
+
+/* lb_local_key decides where a loopback destination is looked up. Localhost
+ * NodePorts (kube-proxy's route_localnet rules, matched with --dst-type
+ * LOCAL: all of 127.0.0.0/8) exist only in the host's network namespace;
+ * inside a pod 127.0.0.1:<nodePort> is the pod's own loopback, and a pod's
+ * own listener there must keep working. The agent programs them as
+ * 127.0.0.1 (and ::1). Returns 0 when the destination is to be left alone.
+ * host_netns_cookie 0 means unknown (no SO_NETNS_COOKIE): every namespace
+ * is then taken for the host's. */
+static __always_inline int lb_local_key(struct svc_key *key, __u64 client)
+{
+	__u32 *w = (__u32 *)key->addr;
+
+	if (addr_is_v4(key->addr)) {
+		if ((bpf_ntohl(w[3]) >> 24) != 127)
+			return 1;
+		w[3] = bpf_htonl(0x7f000001);
+	} else if (w[0] != 0 || w[1] != 0 || w[2] != 0 || w[3] != bpf_htonl(1)) {
+		return 1;
+	}
+	return !host_netns_cookie || client == host_netns_cookie;
 }
 
 static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
@@ -64,135 +86,259 @@ static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
 		st->datagrams++;
 }
 
-/* lb_sticky returns the client's backend while its affinity is fresh and
- * the backend still exists (a removed backend's id is deleted, and ids are
- * not reused until the 32-bit space wraps). */
-static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now)
+/* The readers below copy a map value once and check the copy belongs to
+ * the key they looked up: an element can be reused for another key while a
+ * hook holds it (maps.h, "Recycled elements"). A failed check reads as a
+ * miss, and a miss retries against a fresh service entry. */
+
+static __always_inline int lb_service(const struct svc_key *key, struct svc_value *sv)
+{
+	struct svc_value *v = bpf_map_lookup_elem(&services, key);
+
+	if (!v)
+		return 0;
+	*sv = *v;
+	return 1;
+}
+
+/* lb_same_service re-reads the entry after the slot and backend were read:
+ * a copy taken from an element recycled for another frontend has that
+ * frontend's svc id, which ids being unique per frontend tells apart. */
+static __always_inline int lb_same_service(const struct svc_key *key, const struct svc_value *sv)
+{
+	struct svc_value now;
+
+	return lb_service(key, &now) && now.svc_id == sv->svc_id;
+}
+
+/* lb_slot returns the backend id in slot of sv's generation, or 0. */
+static __always_inline __u32 lb_slot(const struct svc_value *sv, __u32 slot)
+{
+	struct slot_key sk = {};
+	struct slot_value *v, s;
+
+	sk.svc_id = sv->svc_id;
+	sk.generation = sv->generation;
+	sk.slot = slot;
+	v = bpf_map_lookup_elem(&slots, &sk);
+	if (!v)
+		return 0;
+	s = *v;
+	if (s.svc_id != sk.svc_id || s.generation != sk.generation)
+		return 0;
+	return s.backend_id;
+}
+
+static __always_inline int lb_backend(__u32 id, struct backend *be)
+{
+	struct backend *v = bpf_map_lookup_elem(&backends, &id);
+
+	if (!v)
+		return 0;
+	*be = *v;
+	return be->id == id;
+}
+
+/* lb_member copies the backend of endpoint addr:port in sv's Service to be
+ * and returns its id; 0 when the endpoint is not, or no longer, one of the
+ * Service's backends. The copy must name that endpoint: members' value may
+ * be recycled too. */
+static __always_inline __u32 lb_member(const struct svc_value *sv, const __u8 addr[16], __be16 port,
+				       struct backend *be)
+{
+	struct member_key mk = {};
+	__u32 *v, id;
+
+	mk.svc_id = sv->svc_id;
+	mk.port = port;
+	__builtin_memcpy(mk.addr, addr, sizeof(mk.addr));
+	v = bpf_map_lookup_elem(&members, &mk);
+	if (!v)
+		return 0;
+	id = *v;
+	if (!lb_backend(id, be) || be->port != port || !addr_eq(be->addr, addr))
+		return 0;
+	return id;
+}
+
+/* lb_sticky returns the backend id of the client's endpoint for this
+ * Service port while its affinity is fresh and the endpoint is a backend of
+ * this frontend (copied to be), else 0. The entry may have been made through
+ * another frontend of the port whose backends differ (externalTrafficPolicy
+ * Local): then this frontend picks anew and the entry follows. */
+static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now, struct backend *be)
 {
 	struct affinity_key ak = {};
-	struct affinity_value *av;
+	struct affinity_value *av, a;
+	__u32 id;
 
 	ak.client = client;
-	ak.svc_id = svc->svc_id;
+	ak.affinity_id = svc->affinity_id;
 	av = bpf_map_lookup_elem(&affinity, &ak);
 	if (!av)
 		return 0;
-	if (now - av->last_used > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
+	a = *av;
+	if (now - a.last_used > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
 		return 0;
-	if (!bpf_map_lookup_elem(&backends, &av->backend_id))
+	id = lb_member(svc, a.addr, a.port, be);
+	if (!id)
 		return 0;
 	/* In place: the timeout runs from the client's last connection. */
 	av->last_used = now;
-	return av->backend_id;
+	return id;
 }
 
-static __always_inline void lb_stick(__u32 svc_id, __u64 client, __u32 backend_id, __u64 now)
+static __always_inline void lb_stick(__u32 affinity_id, __u64 client, const struct backend *be, __u64 now)
 {
 	struct affinity_key ak = {};
 	struct affinity_value av = {};
 
 	ak.client = client;
-	ak.svc_id = svc_id;
+	ak.affinity_id = affinity_id;
 	av.last_used = now;
-	av.backend_id = backend_id;
+	__builtin_memcpy(av.addr, be->addr, sizeof(av.addr));
+	av.port = be->port;
 	bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
 }
 
-static __always_inline int lb_translate(struct lb_req *req, enum lb_count what)
+static __always_inline void lb_event(__u32 ev)
+{
+	__u64 *n = bpf_map_lookup_elem(&sock_events, &ev);
+
+	if (n)
+		(*n)++;
+}
+
+/* lb_sock_find returns the index of st's entry for a Service port, or -1. */
+static __always_inline int lb_sock_find(const struct sock_state *st, __u32 affinity_id)
+{
+#pragma unroll
+	for (int i = 0; i < SOCK_ENTRIES; i++)
+		if (st->e[i].affinity_id == affinity_id)
+			return i;
+	return -1;
+}
+
+/* lb_sock_backend returns the backend this socket already sends to for sv's
+ * Service port, while that endpoint is still one of sv's backends (copied
+ * to be), else 0. The entry is copied first: threads sharing the socket may
+ * be rewriting it. */
+static __always_inline __u32 lb_sock_backend(const struct sock_state *st, const struct svc_value *sv,
+					     struct backend *be)
+{
+	struct sock_entry e;
+	int i = lb_sock_find(st, sv->affinity_id);
+
+	if (i < 0)
+		return 0;
+	e = st->e[i & (SOCK_ENTRIES - 1)];
+	if (e.affinity_id != sv->affinity_id)
+		return 0;
+	return lb_member(sv, e.backend, e.backend_port, be);
+}
+
+/* lb_sock_record notes that the socket now sends sv's Service port to be,
+ * taking the port's entry, else the next one round robin. */
+static __always_inline void lb_sock_record(struct sock_state *st, const struct svc_value *sv,
+					   const struct backend *be, const struct lb_req *req)
+{
+	struct sock_entry *e;
+	int i = lb_sock_find(st, sv->affinity_id);
+
+	if (i < 0) {
+		i = st->next++;
+		e = &st->e[i & (SOCK_ENTRIES - 1)];
+		if (e->affinity_id)
+			lb_event(SOCK_EV_EVICTED);
+	} else {
+		e = &st->e[i & (SOCK_ENTRIES - 1)];
+	}
+	__builtin_memcpy(e->backend, be->addr, sizeof(e->backend));
+	__builtin_memcpy(e->frontend, req->addr, sizeof(e->frontend));
+	e->backend_port = be->port;
+	e->frontend_port = req->port;
+	e->affinity_id = sv->affinity_id;
+}
+
+/* lb_translate picks a backend for req. st is the socket's state (NULL when
+ * none could be had): an unconnected UDP socket keeps one backend per
+ * Service port while that backend stays in the Service, as one conntrack
+ * flow does under kube-proxy (QUIC and DTLS over unconnected sockets rely on
+ * it); Cilium keys the same by socket cookie. */
+static __always_inline int lb_translate(struct lb_req *req, struct sock_state *st, enum lb_count what)
 {
 	struct svc_key key = {};
-	struct revnat_key rkey = {};
-	struct revnat_value rval = {}, *cur;
-	struct svc_value *svc;
-	struct backend *be = NULL;
-	__u32 *backend_id = NULL;
-	__u32 sticky = 0, svc_id = 0, timeout = 0;
+	struct svc_value sv = {};
+	struct backend be = {};
+	__u32 id = 0, kept = 0, from_sock = 0;
 	__u64 now = 0;
-	int i;
+	int i, found = 0;
 
 	__builtin_memcpy(key.addr, req->addr, sizeof(key.addr));
 	key.port = req->port;
 	key.proto = req->proto;
+	if (!lb_local_key(&key, req->client))
+		return LB_PASS;
 
 	for (i = 0; i < LB_MAX_TRIES; i++) {
-		struct slot_key sk = {};
-		__u32 count;
-
-		svc = bpf_map_lookup_elem(&services, &key);
-		if (!svc)
+		if (!lb_service(&key, &sv))
 			return LB_PASS;
-		count = svc->count;
-		if (count == 0)
-			return (svc->flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
-		timeout = svc->affinity_timeout;
-		if (timeout) {
+		if (sv.count == 0)
+			return (sv.flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
+		id = 0;
+		if (st && what == LB_COUNT_DATAGRAM)
+			id = lb_sock_backend(st, &sv, &be);
+		from_sock = id;
+		if (!id && sv.affinity_timeout) {
 			now = bpf_ktime_get_ns();
-			sticky = lb_sticky(svc, req->client, now);
-			if (sticky) {
-				backend_id = &sticky;
-				be = bpf_map_lookup_elem(&backends, &sticky);
-				if (be) {
-					svc_id = svc->svc_id;
-					break;
-				}
-				sticky = 0;
-			}
+			id = lb_sticky(&sv, req->client, now, &be);
 		}
-		sk.svc_id = svc->svc_id;
-		sk.generation = svc->generation;
-		sk.slot = bpf_get_prandom_u32() % count;
-		backend_id = bpf_map_lookup_elem(&slots, &sk);
-		if (!backend_id)
+		kept = id;
+		if (!id) {
+			id = lb_slot(&sv, bpf_get_prandom_u32() % sv.count);
+			if (!id || !lb_backend(id, &be))
+				continue;
+		}
+		if (!lb_same_service(&key, &sv))
 			continue;
-		be = bpf_map_lookup_elem(&backends, backend_id);
-		if (be) {
-			svc_id = sk.svc_id;
-			break;
-		}
+		found = 1;
+		break;
 	}
 	/* Only a writer flipping generations on every try gets here; refusing
 	 * is honest (the service exists) and the client may retry. */
-	if (!be || !backend_id)
+	if (!found)
 		return LB_REFUSE;
-	if (timeout && !sticky)
-		lb_stick(svc_id, req->client, *backend_id, now);
+	if (sv.affinity_timeout && !kept)
+		lb_stick(sv.affinity_id, req->client, &be, now);
+	if (st && !from_sock)
+		lb_sock_record(st, &sv, &be, req);
 
-	rkey.cookie = req->cookie;
-	__builtin_memcpy(rkey.addr, be->addr, sizeof(rkey.addr));
-	rkey.port = be->port;
-	__builtin_memcpy(rval.addr, req->addr, sizeof(rval.addr));
-	rval.port = req->port;
-	rval.svc_id = svc_id;
-	/* An unconnected UDP socket sends many datagrams to one backend:
-	 * a lookup (which also keeps the LRU entry warm) is cheaper than
-	 * rewriting the entry under its bucket lock every time. */
-	cur = bpf_map_lookup_elem(&revnat, &rkey);
-	if (!cur || cur->port != rval.port || cur->svc_id != svc_id || !addr_eq(cur->addr, rval.addr))
-		bpf_map_update_elem(&revnat, &rkey, &rval, BPF_ANY);
-
-	__builtin_memcpy(req->addr, be->addr, sizeof(req->addr));
-	req->port = be->port;
-	req->backend_id = *backend_id;
-	lb_count(req->backend_id, what);
+	__builtin_memcpy(req->addr, be.addr, sizeof(req->addr));
+	req->port = be.port;
+	req->backend_id = id;
+	lb_count(id, what);
 	return LB_XLATED;
 }
 
 /* lb_revnat rewrites a backend address back to the frontend the socket
- * asked for. Returns 1 when it did. */
-static __always_inline int lb_revnat(struct lb_req *req)
+ * asked for, from the socket's state (NULL: nothing to rewrite). Returns 1
+ * when it did. */
+static __always_inline int lb_revnat(struct lb_req *req, const struct sock_state *st)
 {
-	struct revnat_key rkey = {};
-	struct revnat_value *rval;
+	struct sock_entry e;
 
-	rkey.cookie = req->cookie;
-	__builtin_memcpy(rkey.addr, req->addr, sizeof(rkey.addr));
-	rkey.port = req->port;
-	rval = bpf_map_lookup_elem(&revnat, &rkey);
-	if (!rval)
+	if (!st)
 		return 0;
-	__builtin_memcpy(req->addr, rval->addr, sizeof(req->addr));
-	req->port = rval->port;
-	return 1;
+#pragma unroll
+	for (int i = 0; i < SOCK_ENTRIES; i++) {
+		e = st->e[i];
+		if (!e.affinity_id || e.backend_port != req->port || !addr_eq(e.backend, req->addr))
+			continue;
+		__builtin_memcpy(req->addr, e.frontend, sizeof(req->addr));
+		req->port = e.frontend_port;
+		return 1;
+	}
+	return 0;
 }
 
 #endif

@@ -15,7 +15,6 @@
 /* Sizes are defaults; the agent overrides max_entries at load time. */
 #define SOCKLB_MAX_SERVICES 65536
 #define SOCKLB_MAX_BACKENDS 262144
-#define SOCKLB_MAX_REVNAT 262144
 #define SOCKLB_MAX_AFFINITY 262144
 
 /* KUBE-SERVICES: which frontends exist. */
@@ -38,6 +37,11 @@ struct svc_value {
 	__u16 flags;
 	__u8 kind; /* ClusterIP, NodePort, ExternalIP, LoadBalancer */
 	__u8 pad;
+	/* Shared by every frontend of one Service port (and family): kube-
+	 * proxy's `recent` lists live in the endpoint chains, so a client keeps
+	 * its pod whether it comes through the ClusterIP, a NodePort, an
+	 * externalIP or a LoadBalancer IP. */
+	__u32 affinity_id;
 };
 
 /* KUBE-SVC-*: the slot -> backend table a random draw indexes. Keyed by
@@ -48,28 +52,46 @@ struct slot_key {
 	__u32 slot;
 };
 
+/* A slot echoes its own key's service id and generation: an element a
+ * writer deleted can hold another key's value by the time a reader copies it
+ * (see "Recycled elements" below), and the echo is how the reader notices. */
+struct slot_value {
+	__u32 backend_id;
+	__u32 svc_id;
+	__u32 generation;
+};
+
 /* KUBE-SEP-*: where a backend lives. */
 struct backend {
 	__u8 addr[16];
 	__be16 port;
 	__u8 proto;
 	__u8 flags;
+	__u32 id; /* its own key, echoed, for the same reason as slot_value's */
 };
 
-/* Per-socket reverse translation, so replies and getpeername show the VIP. */
-struct revnat_key {
-	__u64 cookie;
-	__u8 addr[16]; /* the backend the socket was sent to */
-	__be16 port;
-	__u16 pad;
-	__u32 pad2;
+/* Per-socket state, in socket-local storage: freed with the socket, so
+ * nothing else ever has to expire it (an LRU keyed by socket cookie is never
+ * told a socket closed: it fills and evicts live sockets' entries). It holds
+ * what replies and getpeername need to show the frontend (conntrack's reply
+ * NAT), which the socket iterators use to find a backend's sockets, and the
+ * backend an unconnected UDP socket keeps. One entry per Service port the socket
+ * sent to, at most SOCK_ENTRIES (a power of two); a socket using more
+ * overwrites its oldest entry (counted in sock_events). */
+#define SOCK_ENTRIES 4
+
+struct sock_entry {
+	__u8 backend[16];  /* where the socket was sent */
+	__u8 frontend[16]; /* the address the application asked for */
+	__be16 backend_port;
+	__be16 frontend_port;
+	__u32 affinity_id; /* svc_value.affinity_id: the Service port; 0 = unused */
 };
 
-struct revnat_value {
-	__u8 addr[16]; /* the frontend the application asked for */
-	__be16 port;
-	__u16 pad;
-	__u32 svc_id;
+struct sock_state {
+	struct sock_entry e[SOCK_ENTRIES];
+	__u32 next; /* the entry a new Service port takes */
+	__u32 pad;
 };
 
 /* Which Service port a svc_id belongs to. Only the agent and `socklb inspect`
@@ -84,14 +106,29 @@ struct svc_name {
  * source IP is not chosen yet at connect() time. */
 struct affinity_key {
 	__u64 client; /* netns cookie */
-	__u32 svc_id;
+	__u32 affinity_id; /* svc_value.affinity_id: the Service port */
 	__u32 pad;
 };
 
+/* The endpoint, not a backend id: ids are per frontend and reused, so an
+ * entry is honoured only while members says the endpoint is still one of
+ * the Service's backends. */
 struct affinity_value {
 	__u64 last_used; /* bpf_ktime_get_ns() */
-	__u32 backend_id;
-	__u32 pad;
+	__u8 addr[16];
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+};
+
+/* Which endpoints a frontend has now: the backend-to-service match Cilium
+ * keeps (lb_affinity_match), so per-client and per-socket state naming an
+ * endpoint can be checked against the Service before it is used. */
+struct member_key {
+	__u32 svc_id;
+	__be16 port;
+	__u16 pad;
+	__u8 addr[16];
 };
 
 /* iptables -L -v pkts column, per KUBE-SEP. */
@@ -100,10 +137,15 @@ struct backend_stats {
 	__u64 datagrams;
 };
 
+/* Recycled elements. BPF_F_NO_PREALLOC only saves memory: it does not make
+ * a deleted or replaced element wait for an RCU grace period. Since Linux 6.1
+ * hash maps allocate from bpf_mem_alloc, which hands a freed element to the
+ * next update at once (the memory stays a valid map element, its contents
+ * may be another key's). A hook therefore copies each value once to its
+ * stack and checks the copy belongs to the key it looked up (slot_value's
+ * and backend's echoes, the service entry read again) before using it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	/* Not preallocated: a replaced element is freed after an RCU grace
-	 * period instead of being recycled under a reader's feet. */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, SOCKLB_MAX_SERVICES);
 	__type(key, struct svc_key);
@@ -115,7 +157,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, SOCKLB_MAX_BACKENDS);
 	__type(key, struct slot_key);
-	__type(value, __u32); /* backend id */
+	__type(value, struct slot_value);
 } slots SEC(".maps");
 
 struct {
@@ -125,13 +167,6 @@ struct {
 	__type(key, __u32); /* backend id */
 	__type(value, struct backend);
 } backends SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SOCKLB_MAX_REVNAT);
-	__type(key, struct revnat_key);
-	__type(value, struct revnat_value);
-} revnat SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -155,5 +190,32 @@ struct {
 	__type(key, struct affinity_key);
 	__type(value, struct affinity_value);
 } affinity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__type(key, struct member_key);
+	__type(value, __u32); /* backend id */
+} members SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_state);
+} sk_state SEC(".maps");
+
+/* sock_events counters, per CPU. */
+#define SOCK_EV_EVICTED 0 /* an entry of a socket's sock_state was overwritten */
+#define SOCK_EV_NO_STATE 1 /* no socket storage could be had (memory) */
+#define SOCK_EV_MAX 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SOCK_EV_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} sock_events SEC(".maps");
 
 #endif

@@ -17,7 +17,6 @@ static __always_inline void req_from_ctx4(struct lb_req *req, struct bpf_sock_ad
 	addr_from_v4(req->addr, ctx->user_ip4);
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
-	req->cookie = bpf_get_socket_cookie(ctx);
 }
 
 /* An AF_INET6 socket may connect to an IPv4 service through a v4-mapped
@@ -32,8 +31,37 @@ static __always_inline void req_from_ctx6(struct lb_req *req, struct bpf_sock_ad
 	w[3] = ctx->user_ip6[3];
 	req->port = (__be16)ctx->user_port;
 	req->proto = (__u8)ctx->protocol;
-	req->cookie = bpf_get_socket_cookie(ctx);
 }
+
+/* sock_state_of returns the socket's state, created on first use. */
+static __always_inline struct sock_state *sock_state_of(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct sock_state *st;
+
+	if (!sk)
+		return NULL;
+	st = bpf_sk_storage_get(&sk_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st)
+		lb_event(SOCK_EV_NO_STATE);
+	return st;
+}
+
+/* sock_state_peek returns the socket's state if socklb ever translated for
+ * it: replies to other sockets cost one lookup and no allocation. */
+static __always_inline struct sock_state *sock_state_peek(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+
+	if (!sk)
+		return NULL;
+	return bpf_sk_storage_get(&sk_state, sk, 0, 0);
+}
+
+/* Set at load time: whether the kernel has bpf_set_retval (Linux 5.18).
+ * When it is 0 the verifier never visits the calls below, so the programs
+ * load on older kernels, where a rejected connect() fails with EPERM. */
+volatile const __u8 have_set_retval = 1;
 
 /* verdict turns lb.h's answer into what the syscall returns. */
 static __always_inline int verdict(int v)
@@ -42,12 +70,14 @@ static __always_inline int verdict(int v)
 	case LB_REFUSE:
 		/* kube-proxy REJECTs with icmp-port-unreachable, which a TCP
 		 * client sees as ECONNREFUSED: give the same answer. */
-		bpf_set_retval(-SOCKLB_ECONNREFUSED);
+		if (have_set_retval)
+			bpf_set_retval(-SOCKLB_ECONNREFUSED);
 		return SYS_REJECT;
 	case LB_UNREACH:
 		/* kube-proxy DROPs: the client would time out. Say at once
 		 * that no endpoint is reachable from here. */
-		bpf_set_retval(-SOCKLB_EHOSTUNREACH);
+		if (have_set_retval)
+			bpf_set_retval(-SOCKLB_EHOSTUNREACH);
 		return SYS_REJECT;
 	}
 	return SYS_PROCEED;
@@ -63,7 +93,7 @@ static __always_inline int xlate4(struct bpf_sock_addr *ctx, enum lb_count what)
 	req.client = bpf_get_netns_cookie(ctx);
 	if (lb_skip_netns(req.client))
 		return SYS_PROCEED;
-	v = lb_translate(&req, what);
+	v = lb_translate(&req, sock_state_of(ctx), what);
 	/* Services of one family have backends of that family; an IPv6
 	 * backend cannot be reached from an AF_INET socket. */
 	if (v == LB_XLATED && addr_is_v4(req.addr)) {
@@ -83,7 +113,7 @@ static __always_inline int xlate6(struct bpf_sock_addr *ctx, enum lb_count what)
 	req.client = bpf_get_netns_cookie(ctx);
 	if (lb_skip_netns(req.client))
 		return SYS_PROCEED;
-	v = lb_translate(&req, what);
+	v = lb_translate(&req, sock_state_of(ctx), what);
 	if (v == LB_XLATED) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];
@@ -99,7 +129,7 @@ static __always_inline int revnat4(struct bpf_sock_addr *ctx)
 	struct lb_req req = {};
 
 	req_from_ctx4(&req, ctx);
-	if (lb_revnat(&req)) {
+	if (lb_revnat(&req, sock_state_peek(ctx))) {
 		ctx->user_ip4 = addr_to_v4(req.addr);
 		ctx->user_port = req.port;
 	}
@@ -112,7 +142,7 @@ static __always_inline int revnat6(struct bpf_sock_addr *ctx)
 	__u32 *w = (__u32 *)req.addr;
 
 	req_from_ctx6(&req, ctx);
-	if (lb_revnat(&req)) {
+	if (lb_revnat(&req, sock_state_peek(ctx))) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];
 		ctx->user_ip6[2] = w[2];

@@ -15,6 +15,39 @@ struct test_ctx {
 	__u32 pad;
 };
 
+/* Socket-local storage needs a socket, which a test run has none of: the
+ * wrappers keep each test socket's state in a hash keyed by its cookie, the
+ * Go tests read it from there. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct sock_state);
+} test_socks SEC(".maps");
+
+/* A zeroed sock_state to create entries from: too big for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sock_state);
+} test_zero SEC(".maps");
+
+static __always_inline struct sock_state *test_sock(__u64 cookie)
+{
+	struct sock_state *st = bpf_map_lookup_elem(&test_socks, &cookie);
+	__u32 zero = 0;
+	void *z;
+
+	if (st)
+		return st;
+	z = bpf_map_lookup_elem(&test_zero, &zero);
+	if (!z)
+		return NULL;
+	bpf_map_update_elem(&test_socks, &cookie, z, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&test_socks, &cookie);
+}
+
 #define CTX_WORDS (sizeof(struct test_ctx) / sizeof(__u64))
 
 /* The verifier only allows context loads and stores at a constant offset
@@ -54,7 +87,7 @@ static __always_inline void ctx_store(struct test_ctx *ctx, struct test_ctx *src
 		return 0;              \
 	}
 
-TEST_PROG(test_translate_connect, lb_translate(&tc.req, LB_COUNT_CONNECT))
-TEST_PROG(test_translate_datagram, lb_translate(&tc.req, LB_COUNT_DATAGRAM))
+TEST_PROG(test_translate_connect, lb_translate(&tc.req, test_sock(tc.req.cookie), LB_COUNT_CONNECT))
+TEST_PROG(test_translate_datagram, lb_translate(&tc.req, test_sock(tc.req.cookie), LB_COUNT_DATAGRAM))
 TEST_PROG(test_skip_netns, lb_skip_netns(tc.req.client))
-TEST_PROG(test_revnat, lb_revnat(&tc.req))
+TEST_PROG(test_revnat, lb_revnat(&tc.req, bpf_map_lookup_elem(&test_socks, &tc.req.cookie)))

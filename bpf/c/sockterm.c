@@ -5,7 +5,7 @@
  * destroy those whose peer is in sock_targets, so the application sees an
  * error (ECONNABORTED) and reconnects through the hooks to a live backend.
  * Only sockets socklb itself translated to that backend are touched (their
- * cookie is in revnat), so a socket that reached the pod IP directly, or
+ * socket storage, sk_state, names it), so a socket that reached the pod IP directly, or
  * through another proxy, is left alone. Unconnected UDP sockets have no
  * peer and are never touched.
  * GPL-only: bpf_sock_destroy is a GPL kfunc. */
@@ -51,6 +51,26 @@ struct {
 	__type(value, __u64);
 } sock_destroyed SEC(".maps");
 
+/* translated_to reports whether socklb sent this socket to t: its socket
+ * storage names t as a backend. */
+static __always_inline int translated_to(struct sock_common *sk, const struct sock_target *t)
+{
+	struct sock_state *st = bpf_sk_storage_get(&sk_state, sk, 0, 0);
+	const __u32 *a = (const __u32 *)t->addr;
+
+	if (!st)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < SOCK_ENTRIES; i++) {
+		const __u32 *b = (const __u32 *)st->e[i].backend;
+
+		if (st->e[i].affinity_id && st->e[i].backend_port == t->port &&
+		    a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3])
+			return 1;
+	}
+	return 0;
+}
+
 static __always_inline int is_target(struct sock_common *sk, __u8 proto)
 {
 	struct sock_target t = {};
@@ -73,12 +93,7 @@ static __always_inline int is_target(struct sock_common *sk, __u8 proto)
 	if (!bpf_map_lookup_elem(&sock_targets, &t))
 		return 0;
 
-	struct revnat_key rk = {};
-
-	rk.cookie = bpf_get_socket_cookie(sk);
-	__builtin_memcpy(rk.addr, t.addr, sizeof(rk.addr));
-	rk.port = t.port;
-	return bpf_map_lookup_elem(&revnat, &rk) != NULL;
+	return translated_to(sk, &t);
 }
 
 static __always_inline void count(__u32 idx)

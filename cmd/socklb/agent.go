@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/socklb/socklb/pkg/agent"
+	"github.com/socklb/socklb/pkg/agent/healthcheck"
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
@@ -26,6 +27,7 @@ type agentFlags struct {
 	kubeconfig, manifests, nodeName     string
 	cgroupPath, bpffsPath               string
 	healthzAddr, metricsAddr            string
+	disableFeatures                     []datapath.Feature
 	maxServices, maxBackends, maxRevNAT uint
 	maxAffinity                         uint
 	healthTimeout, lockTimeout          time.Duration
@@ -34,7 +36,7 @@ type agentFlags struct {
 	profiling, profilingAllowRemote     bool
 	perServiceMetrics                   bool
 	terminateSockets                    string
-	nodePortAddresses                   []netip.Prefix
+	nodePortAddresses                   nodePortFlag
 	externalIPCIDRs                     []netip.Prefix
 }
 
@@ -50,14 +52,17 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "address for /metrics (kube-proxy's port); empty disables")
 	fs.UintVar(&f.maxServices, "max-services", datapath.DefaultMaxServices, "capacity of the services map: frontends (address, port, protocol)")
 	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
-	fs.UintVar(&f.maxRevNAT, "max-revnat", datapath.DefaultMaxRevNAT, "capacity of the reverse-translation LRU: sockets connected through a Service")
+	// Kept so existing DaemonSets still start: per-socket state moved to
+	// socket-local storage, which has no capacity to set.
+	fs.UintVar(&f.maxRevNAT, "max-revnat", 0, "ignored (deprecated): per-socket state lives in socket-local storage, freed with each socket")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
 	fs.BoolVar(&f.profilingAllowRemote, "profiling-allow-remote", false, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")
 	fs.BoolVar(&f.perServiceMetrics, "per-service-metrics", false, "export socklb_service_connections_total and socklb_service_datagrams_total: two series per Service port (300k per node at 100k Services), so off by default")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
-	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs: serve NodePorts only on node addresses inside them (kube-proxy's flag); empty means all node addresses")
+	disable := fs.String("disable-kernel-features", "", "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
+	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
 	eic := fs.String("external-ip-cidrs", "", "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
 		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
 	fs.DurationVar(&f.lockTimeout, "lock-timeout", datapath.DefaultLockTimeout, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
@@ -67,11 +72,14 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 		return f, err
 	}
 	var err error
-	if f.nodePortAddresses, err = parseCIDRs("--nodeport-addresses", *npa); err != nil {
+	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
 		return f, err
 	}
-	if f.externalIPCIDRs, err = parseCIDRs("--external-ip-cidrs", *eic); err != nil {
+	if f.externalIPCIDRs, err = parseExternalIPCIDRs(*eic); err != nil {
 		return f, err
+	}
+	if f.disableFeatures, err = datapath.ParseFeatures(*disable); err != nil {
+		return f, fmt.Errorf("--disable-kernel-features: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -79,7 +87,7 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	if f.kubeconfig != "" && f.manifests != "" {
 		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
 	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-revnat": f.maxRevNAT, "--max-affinity": f.maxAffinity} {
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}
@@ -126,7 +134,6 @@ func runAgent(args []string) error {
 		CgroupPath:  f.cgroupPath,
 		MaxServices: uint32(f.maxServices),
 		MaxBackends: uint32(f.maxBackends),
-		MaxRevNAT:   uint32(f.maxRevNAT),
 		MaxAffinity: uint32(f.maxAffinity),
 		HostNSOnly:  f.hostNSOnly,
 
@@ -135,6 +142,7 @@ func runAgent(args []string) error {
 		LockWait: func(holder string) {
 			log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
 		},
+		DisableFeatures: f.disableFeatures,
 	})
 	if err != nil {
 		return err
@@ -144,6 +152,9 @@ func runAgent(args []string) error {
 	defer dp.Close()
 	if err := dp.SocketTerminationError(); err != nil {
 		log.Warn("sockets connected to a removed backend will not be destroyed; Services work", "err", err)
+	}
+	if err := dp.Features()[datapath.FeatureSetRetval]; err != nil {
+		log.Warn("a Service with no usable endpoint refuses connections with EPERM, not ECONNREFUSED or EHOSTUNREACH; Services work", "err", err)
 	}
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
@@ -161,6 +172,12 @@ func runAgent(args []string) error {
 			return fmt.Errorf("registering per-Service connection metrics: %w", err)
 		}
 	}
+	if err := metrics.CollectSocketState(dp.SocketStateEvents); err != nil {
+		return fmt.Errorf("registering socket state metrics: %w", err)
+	}
+	if err := metrics.SetFeatures(dp.Features()); err != nil {
+		return fmt.Errorf("registering kernel feature metrics: %w", err)
+	}
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
 		return err
 	} else if addr != nil {
@@ -171,7 +188,11 @@ func runAgent(args []string) error {
 	} else if addr != nil {
 		log.Info("serving metrics", "addr", addr.String())
 	}
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics,
+	// Per-Service health checks listen on node addresses, as kube-proxy's
+	// do; they stop with the agent, as kube-proxy's do.
+	hc := &healthcheck.Server{Log: log, Healthy: func() bool { _, st := health.Status(false); return st.Healthy }}
+	defer hc.Close()
+	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc,
 		Pins: dp, PinCheckInterval: f.pinCheckInterval}
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")

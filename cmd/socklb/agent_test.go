@@ -20,6 +20,7 @@ func TestParseAgentFlags(t *testing.T) {
 		{"zero capacity", []string{"--max-backends", "0"}, "--max-backends=0"},
 		{"bad nodeport cidr", []string{"--nodeport-addresses", "10.0.0.0/8,nope"}, `"nope" is not a CIDR`},
 		{"nodeport cidrs", []string{"--nodeport-addresses", "10.0.0.0/8, fd00::/64"}, ""},
+		{"nodeport keywords", []string{"--nodeport-addresses", "primary,localhost,all,10.0.0.0/8"}, ""},
 		{"profiling on loopback", []string{"--profiling"}, ""},
 		{"profiling on loopback v6", []string{"--profiling", "--metrics-bind-address", "[::1]:10249"}, ""},
 		{"profiling on all addresses", []string{"--profiling", "--metrics-bind-address", "0.0.0.0:10249"}, "--profiling on --metrics-bind-address 0.0.0.0:10249 would serve /debug/pprof/ without authentication"},
@@ -48,12 +49,41 @@ func TestParseAgentFlags(t *testing.T) {
 	}
 }
 
+// TestParseNodePortAddresses: keywords and CIDRs as kube-proxy v1.37
+// validates (pkg/proxy/apis/config/validation) and expands
+// (expandNodePortAddressKeywords, cmd/kube-proxy/app/server.go) them.
 func TestParseNodePortAddresses(t *testing.T) {
-	got, err := parseCIDRs("--nodeport-addresses", "10.1.2.3/8,,fd00::1/64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[0].String() != "10.0.0.0/8" || got[1].String() != "fd00::/64" {
-		t.Fatalf("got %v, want the masked prefixes", got)
+	for _, tc := range []struct {
+		in, want string
+		primary  bool
+		wantErr  string
+	}{
+		{in: "10.1.2.3/8,,fd00::1/64", want: "10.0.0.0/8 fd00::/64"},
+		{in: "primary", want: "", primary: true},
+		{in: "localhost", want: "127.0.0.0/8 ::1/128"},
+		{in: "all", want: "0.0.0.0/0 ::/0"},
+		{in: "primary, localhost,10.0.0.0/8", want: "127.0.0.0/8 ::1/128 10.0.0.0/8", primary: true},
+		{in: "primary,primary", wantErr: `keyword "primary" appears twice`},
+		{in: "Primary", wantErr: `"Primary" is not a CIDR or one of the keywords`},
+		{in: "10.0.0.1", wantErr: `"10.0.0.1" is not a CIDR`},
+	} {
+		got, err := parseNodePortAddresses(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: error %v, want one containing %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		var ps []string
+		for _, p := range got.prefixes {
+			ps = append(ps, p.String())
+		}
+		if strings.Join(ps, " ") != tc.want || got.primary != tc.primary {
+			t.Errorf("%q: prefixes %v primary %t, want %q primary %t", tc.in, ps, got.primary, tc.want, tc.primary)
+		}
 	}
 }

@@ -13,6 +13,7 @@ Usage:
   socklb agent    [flags]   watch Services and EndpointSlices, program the maps
   socklb inspect  [flags]   print the live maps as kube-proxy's chains
   socklb cleanup  [flags]   detach the hooks and remove every pin
+  socklb mount-cgroup DIR   mount the host's cgroup2 at DIR (the DaemonSet's init container)
   socklb version
 
 Run "socklb <command> -h" for a command's flags.
@@ -24,10 +25,11 @@ func main() {
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
-		"agent":   runAgent,
-		"inspect": runInspect,
-		"cleanup": runCleanup,
-		"version": runVersion,
+		"agent":        runAgent,
+		"inspect":      runInspect,
+		"cleanup":      runCleanup,
+		"mount-cgroup": runMountCgroup,
+		"version":      runVersion,
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {

@@ -23,6 +23,11 @@ type Applier interface {
 	Apply(servicemap.State) datapath.ApplyResult
 }
 
+// HealthCheckSyncer serves kube-proxy's per-Service health checks.
+type HealthCheckSyncer interface {
+	Sync([]servicemap.HealthCheck)
+}
+
 // Default backoff between retries of a sync that left frontends
 // unprogrammed (a full map, say): the datapath keeps what it had for them,
 // and the agent tries again without waiting for the next API change.
@@ -48,6 +53,9 @@ type Agent struct {
 	Log      *slog.Logger
 	Health   *Health
 	Metrics  *Metrics
+	// HealthChecks, if set, gets the healthCheckNodePort listeners of
+	// every sync (package healthcheck).
+	HealthChecks HealthCheckSyncer
 
 	// Pins, if set, is checked every PinCheckInterval (zero: the default).
 	Pins             PinRepairer
@@ -205,6 +213,9 @@ func (a *Agent) sync() bool {
 	done := time.Now()
 	d := done.Sub(start)
 
+	if a.HealthChecks != nil {
+		a.HealthChecks.Sync(servicemap.HealthChecks(in))
+	}
 	a.observeProgramming(triggers, state, res, done)
 	a.Health.SyncNode(ownNode(in))
 	ok := len(res.Failed) == 0

@@ -28,6 +28,12 @@ func TestMetricsMatchDocs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.CollectSocketState(func() (datapath.SocketStateEvents, error) { return datapath.SocketStateEvents{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetFeatures(map[datapath.Feature]error{}); err != nil {
+		t.Fatal(err)
+	}
 	// Vector families show only once they have a series.
 	m.setProblems([]servicemap.Problem{{Kind: "Service", Reason: "x"}})
 	m.healthzTotal.WithLabelValues("200")

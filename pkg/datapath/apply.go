@@ -131,6 +131,13 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		next.ID = id
 		undo = append(undo, func() { d.svcIDs.free(id) })
 	}
+	aid, err := d.refGroup(fe)
+	if err != nil {
+		rollback()
+		return fmt.Errorf("affinity ids are exhausted (%s): raise --max-services", err)
+	}
+	next.AffinityID = aid
+	undo = append(undo, func() { d.unrefGroup(fe) })
 	oldIDs := map[servicemap.Backend]uint32{}
 	if old != nil {
 		for i, b := range old.Frontend.Backends {
@@ -152,11 +159,18 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		t := sockTarget(fe.Key.Proto, b)
 		d.ref(t)
 		undo = append(undo, func() { d.deleteBackend(id); d.unref(t) })
+		mk := memberKey(next.ID, b)
+		if err := put(func() error { return d.t.members.Put(mk, id) }); err != nil {
+			rollback()
+			return mapErr("members", "--max-backends", err)
+		}
+		undo = append(undo, func() { _ = d.t.members.Delete(mk) })
 		next.BackendIDs = append(next.BackendIDs, id)
 	}
 	for slot, id := range next.BackendIDs {
 		sk := socklbbpf.SocklbSlotKey{SvcId: next.ID, Generation: next.Generation, Slot: uint32(slot)}
-		if err := put(func() error { return d.t.slots.Put(sk, id) }); err != nil {
+		sv := socklbbpf.SocklbSlotValue{BackendId: id, SvcId: next.ID, Generation: next.Generation}
+		if err := put(func() error { return d.t.slots.Put(sk, sv) }); err != nil {
 			rollback()
 			return mapErr("slots", "--max-backends", err)
 		}
@@ -182,6 +196,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		Count:           uint32(len(next.BackendIDs)),
 		Generation:      next.Generation,
 		AffinityTimeout: uint32(fe.Affinity / time.Second),
+		AffinityId:      next.AffinityID,
 		Kind:            uint8(fe.Kind),
 	}
 	if fe.PolicyDrop {
@@ -197,6 +212,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	d.current[fe.Key] = next
 
 	if old != nil {
+		d.unrefGroup(old.Frontend)
 		d.retire(old, next)
 	}
 	return nil
@@ -214,6 +230,7 @@ func (d *Datapath) retire(old, next *Service) {
 	}
 	for i, id := range old.BackendIDs {
 		if !kept[id] {
+			_ = d.t.members.Delete(memberKey(old.ID, old.Frontend.Backends[i]))
 			d.deleteBackend(id)
 			t := sockTarget(old.Frontend.Key.Proto, old.Frontend.Backends[i])
 			d.unref(t)
@@ -228,6 +245,7 @@ func (d *Datapath) remove(cur *Service) error {
 	}
 	delete(d.current, cur.Frontend.Key)
 	d.retire(cur, &Service{})
+	d.unrefGroup(cur.Frontend)
 	_ = d.t.svcNames.Delete(cur.ID)
 	d.svcIDs.free(cur.ID)
 	return nil
@@ -244,7 +262,7 @@ func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (
 		d.backendIDs.free(id)
 		return 0, mapErr("stats", "--max-backends", err)
 	}
-	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto)}
+	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto), Id: id}
 	if err := put(func() error { return d.t.backends.Put(id, be) }); err != nil {
 		_ = d.t.stats.Delete(id)
 		d.backendIDs.free(id)
@@ -264,6 +282,10 @@ const (
 	svcFlagPolicyDrop = 0x1
 	svcFlagLocal      = 0x2
 )
+
+func memberKey(svcID uint32, b servicemap.Backend) socklbbpf.SocklbMemberKey {
+	return socklbbpf.SocklbMemberKey{SvcId: svcID, Addr: addrBytes(b.Addr), Port: portToMap(b.Port)}
+}
 
 func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto)}

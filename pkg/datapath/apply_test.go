@@ -98,17 +98,17 @@ func TestAdoptSweepsHalfWrittenUpdate(t *testing.T) {
 	mustApply(t, d, state(a))
 	live := d.Programmed()[a.Key]
 	orphanSlot := socklbbpf.SocklbSlotKey{SvcId: live.ID, Generation: live.Generation + 1, Slot: 0}
-	if err := d.t.slots.Put(orphanSlot, uint32(999)); err != nil {
+	if err := d.t.slots.Put(orphanSlot, socklbbpf.SocklbSlotValue{BackendId: 999, SvcId: live.ID, Generation: live.Generation + 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.t.backends.Put(uint32(999), socklbbpf.SocklbBackend{Port: 1}); err != nil {
+	if err := d.t.backends.Put(uint32(999), socklbbpf.SocklbBackend{Port: 1, Id: 999}); err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
 
 	d2 := openTest(t, Config{BPFFSPath: dir})
-	var id uint32
-	if err := d2.t.slots.Lookup(orphanSlot, &id); err == nil {
+	var sv socklbbpf.SocklbSlotValue
+	if err := d2.t.slots.Lookup(orphanSlot, &sv); err == nil {
 		t.Error("orphan slot of an unflipped generation survived adoption")
 	}
 	var be socklbbpf.SocklbBackend

@@ -21,7 +21,6 @@ type Config struct {
 	// Map capacities. Zero takes the default.
 	MaxServices uint32
 	MaxBackends uint32
-	MaxRevNAT   uint32
 	MaxAffinity uint32
 	// HostNSOnly translates only for sockets in the agent's network
 	// namespace (the host's, for a hostNetwork DaemonSet).
@@ -35,16 +34,19 @@ type Config struct {
 	// called once when it has to wait, with the holder's pid if known.
 	LockTimeout time.Duration
 	LockWait    func(holder string)
+	// DisableFeatures are taken as missing whatever the kernel has: to run
+	// an older kernel's fallbacks (tests), or to avoid a broken feature.
+	DisableFeatures []Feature
 }
 
 // Defaults sized for 100k Services and 1M endpoints: a Service port is one
 // service entry per frontend address, each of its endpoints one backend.
 // The hash maps are not preallocated, so unused capacity costs only the
-// bucket array (16 bytes per entry); the two LRU maps are preallocated.
+// bucket array (16 bytes per entry); the affinity LRU is preallocated;
+// per-socket state lives in socket-local storage, sized by the sockets.
 const (
 	DefaultMaxServices = 1 << 18 // 262144 frontends
 	DefaultMaxBackends = 1 << 20 // 1048576 backends
-	DefaultMaxRevNAT   = 1 << 18 // connected sockets through a Service
 	DefaultMaxAffinity = 1 << 16 // (client, Service port) pairs with sessionAffinity
 )
 
@@ -54,9 +56,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBackends == 0 {
 		c.MaxBackends = DefaultMaxBackends
-	}
-	if c.MaxRevNAT == 0 {
-		c.MaxRevNAT = DefaultMaxRevNAT
 	}
 	if c.TerminateSockets == "" {
 		c.TerminateSockets = TerminateUDP

@@ -10,15 +10,27 @@ import (
 
 // setConstants fills the programs' load-time constants. Changing one means
 // loading new programs, which attach swaps in with a link update.
-func setConstants(spec *ebpf.CollectionSpec, cfg Config) error {
-	if !cfg.HostNSOnly {
-		return nil
-	}
+//
+// host_netns_cookie is the agent's namespace, the host's for a hostNetwork
+// DaemonSet: localhost NodePorts are served there only. Without
+// SO_NETNS_COOKIE it stays 0, which the hooks read as "every namespace is
+// the host's" (a pod's own 127.0.0.1:<nodePort> listener is then shadowed).
+//
+// have_set_retval leaves bpf_set_retval out of the verified program on a
+// kernel without it: the verifier skips the branch a constant rules out.
+func setConstants(spec *ebpf.CollectionSpec, cfg Config, setRetval bool) error {
+	consts := map[string]any{"have_set_retval": boolByte(setRetval)}
 	cookie, err := ownNetnsCookie()
-	if err != nil {
+	switch {
+	case err == nil:
+		consts["host_netns_cookie"] = cookie
+	case cfg.HostNSOnly:
 		return fmt.Errorf("--socket-lb-hostns-only needs this network namespace's cookie: %w", err)
 	}
-	for name, v := range map[string]any{"hostns_only": uint8(1), "host_netns_cookie": cookie} {
+	if cfg.HostNSOnly {
+		consts["hostns_only"] = uint8(1)
+	}
+	for name, v := range consts {
 		sv, ok := spec.Variables[name]
 		if !ok {
 			return fmt.Errorf("BPF object has no variable %s", name)
@@ -51,3 +63,10 @@ func ownNetnsCookie() (uint64, error) {
 // soNetnsCookie is SO_NETNS_COOKIE from asm-generic/socket.h; x/sys does
 // not export it.
 const soNetnsCookie = 71
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -21,11 +21,15 @@ type Datapath struct {
 	current    map[servicemap.FrontendKey]*Service
 	svcIDs     *idAllocator
 	backendIDs *idAllocator
+	groupIDs   *idAllocator
+	groups     map[affinityGroup]*groupRef
 
 	term    *terminator // nil when socket termination is off or unavailable
 	termErr error       // why it is unavailable
-	retired []socklbbpf.SocktermSockTarget
-	refs    map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
+	// retvalErr says why hooks cannot choose their errno (nil: they can).
+	retvalErr error
+	retired   []socklbbpf.SocktermSockTarget
+	refs      map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
@@ -43,7 +47,12 @@ func Open(cfg Config) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := loadObjects(cfg)
+	retvalErr, err := probeSetRetval(cfg)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	objs, err := loadObjects(cfg, retvalErr == nil)
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -55,6 +64,9 @@ func Open(cfg Config) (*Datapath, error) {
 		t:          tablesOf(&objs.SocklbMaps),
 		svcIDs:     newIDAllocator(cfg.MaxServices),
 		backendIDs: newIDAllocator(cfg.MaxBackends),
+		retvalErr:  retvalErr,
+		groupIDs:   newIDAllocator(cfg.MaxServices),
+		groups:     map[affinityGroup]*groupRef{},
 	}
 	if err := d.adopt(); err != nil {
 		d.Close()
@@ -65,7 +77,11 @@ func Open(cfg Config) (*Datapath, error) {
 			d.Close()
 			return nil, err
 		}
-		if cfg.TerminateSockets != TerminateNone {
+		switch {
+		case cfg.TerminateSockets == TerminateNone:
+		case cfg.disabled(FeatureSockDestroy):
+			d.termErr = fmt.Errorf("bpf_sock_destroy: %w", errDisabled)
+		default:
 			// Without it the Services still work; only sockets
 			// connected to a removed backend stay stuck.
 			d.term, d.termErr = newTerminator(cfg, &objs.SocklbMaps)
@@ -115,11 +131,18 @@ func (d *Datapath) adopt() error {
 	}
 	live := map[socklbbpf.SocklbSlotKey]bool{}
 	liveBackends := map[uint32]bool{}
+	liveMembers := map[socklbbpf.SocklbMemberKey]bool{}
 	for _, s := range cur {
 		d.svcIDs.reserve(s.ID)
+		if !d.adoptGroup(s) {
+			s.Broken = true
+		}
 		for _, id := range s.BackendIDs {
 			d.backendIDs.reserve(id)
 			liveBackends[id] = true
+		}
+		for _, b := range s.Frontend.Backends {
+			liveMembers[memberKey(s.ID, b)] = true
 		}
 		for slot := uint32(0); slot < uint32(len(s.BackendIDs)); slot++ {
 			live[socklbbpf.SocklbSlotKey{SvcId: s.ID, Generation: s.Generation, Slot: slot}] = true
@@ -136,6 +159,7 @@ func (d *Datapath) adopt() error {
 	errs = append(errs, sweep(d.t.slots, func(k socklbbpf.SocklbSlotKey) bool { return live[k] }))
 	errs = append(errs, sweep(d.t.backends, func(id uint32) bool { return liveBackends[id] }))
 	errs = append(errs, sweep(d.t.stats, func(id uint32) bool { return liveBackends[id] }))
+	errs = append(errs, sweep(d.t.members, func(k socklbbpf.SocklbMemberKey) bool { return liveMembers[k] }))
 	liveSvc := map[uint32]bool{}
 	for _, s := range cur {
 		liveSvc[s.ID] = true

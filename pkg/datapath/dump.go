@@ -93,8 +93,8 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 		socklbbpf.SocklbMapBackends: &t.backends,
 		socklbbpf.SocklbMapStats:    &t.stats,
 		socklbbpf.SocklbMapSvcNames: &t.svcNames,
-		socklbbpf.SocklbMapRevnat:   &t.revnat,
 		socklbbpf.SocklbMapAffinity: &t.affinity,
+		socklbbpf.SocklbMapMembers:  &t.members,
 	} {
 		m, err := open(name)
 		if err != nil {

@@ -68,13 +68,13 @@ func openTest(t *testing.T, cfg Config) *Datapath {
 }
 
 // testProgs loads the SEC("syscall") wrappers around lb.h, sharing d's maps.
-func testProgs(t *testing.T, d *Datapath) *socklbbpf.SocklbTestPrograms {
+func testProgs(t *testing.T, d *Datapath) *socklbbpf.SocklbTestObjects {
 	t.Helper()
 	return testProgsWith(t, d, nil)
 }
 
 // testProgsWith loads the wrappers with load-time constants set.
-func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.SocklbTestPrograms {
+func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.SocklbTestObjects {
 	t.Helper()
 	spec, err := socklbbpf.LoadSocklbTest()
 	if err != nil {
@@ -86,17 +86,13 @@ func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.
 		}
 	}
 	applySizes(spec.Maps, d.cfg)
-	m := d.Maps()
 	var objs socklbbpf.SocklbTestObjects
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		"services": m.Services, "slots": m.Slots, "backends": m.Backends,
-		"stats": m.Stats, "revnat": m.Revnat, "svc_names": m.SvcNames, "affinity": m.Affinity,
-	}})
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: sharedMaps(d.Maps())})
 	if err != nil {
 		t.Fatalf("loading test programs: %v", err)
 	}
 	t.Cleanup(func() { objs.Close() })
-	return &objs.SocklbTestPrograms
+	return &objs
 }
 
 type result struct {

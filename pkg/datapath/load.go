@@ -12,7 +12,7 @@ import (
 
 // loadObjects loads the hook programs and creates the maps, or adopts the
 // maps an earlier agent pinned under dir/maps so their state survives.
-func loadObjects(cfg Config) (*socklbbpf.SocklbObjects, error) {
+func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, error) {
 	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func loadObjects(cfg Config) (*socklbbpf.SocklbObjects, error) {
 			ms.Pinning = ebpf.PinByName
 		}
 	}
-	if err := setConstants(spec, cfg); err != nil {
+	if err := setConstants(spec, cfg, setRetval); err != nil {
 		return nil, err
 	}
 	var objs socklbbpf.SocklbObjects
@@ -62,8 +62,8 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 		socklbbpf.SocklbMapSlots:    2 * cfg.MaxBackends, // a service being switched holds two generations
 		socklbbpf.SocklbMapBackends: cfg.MaxBackends,
 		socklbbpf.SocklbMapStats:    cfg.MaxBackends,
-		socklbbpf.SocklbMapRevnat:   cfg.MaxRevNAT,
 		socklbbpf.SocklbMapAffinity: cfg.MaxAffinity,
+		socklbbpf.SocklbMapMembers:  cfg.MaxBackends,
 	}
 	for name, ms := range maps {
 		if n, ok := sizes[name]; ok {
@@ -75,3 +75,16 @@ func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
 // isStateMap tells the maps that hold socklb's state (pinned, adopted,
 // removed by Cleanup) from the loader's internal .rodata/.bss.
 func isStateMap(name string) bool { return !strings.HasPrefix(name, ".") }
+
+// sharedMaps is every state map by its C name, for objects (the socket
+// iterators, the test-run wrappers) that include maps.h and must use the
+// agent's maps instead of creating their own.
+func sharedMaps(m *socklbbpf.SocklbMaps) map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		socklbbpf.SocklbMapServices: m.Services, socklbbpf.SocklbMapSlots: m.Slots,
+		socklbbpf.SocklbMapBackends: m.Backends, socklbbpf.SocklbMapStats: m.Stats,
+		socklbbpf.SocklbMapSvcNames: m.SvcNames,
+		socklbbpf.SocklbMapAffinity: m.Affinity, socklbbpf.SocklbMapMembers: m.Members,
+		socklbbpf.SocklbMapSkState: m.SkState, socklbbpf.SocklbMapSockEvents: m.SockEvents,
+	}
+}

@@ -51,13 +51,14 @@ func TestAffinityExpires(t *testing.T) {
 	// Age the entry past the timeout and point it at the other backend:
 	// an expired entry must not be honoured, so over many fresh picks
 	// both backends appear again.
-	other := svc.BackendIDs[0]
-	if other == first.backendID {
-		other = svc.BackendIDs[1]
+	other := fe.Backends[0]
+	if svc.BackendIDs[0] == first.backendID {
+		other = fe.Backends[1]
 	}
 	age := func() {
-		k := socklbbpf.SocklbAffinityKey{Client: 7, SvcId: svc.ID}
-		v := socklbbpf.SocklbAffinityValue{LastUsed: 1, BackendId: other} // boot time: long expired
+		k := socklbbpf.SocklbAffinityKey{Client: 7, AffinityId: svc.AffinityID}
+		// boot time: long expired
+		v := socklbbpf.SocklbAffinityValue{LastUsed: 1, Addr: addrBytes(other.Addr), Port: portToMap(other.Port)}
 		if err := d.t.affinity.Put(k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -71,14 +72,15 @@ func TestAffinityExpires(t *testing.T) {
 		t.Fatalf("with the entry expired every time, picks were %v: the expired entry was honoured", seen)
 	}
 	// A fresh entry is honoured and refreshed.
-	k := socklbbpf.SocklbAffinityKey{Client: 7, SvcId: svc.ID}
+	k := socklbbpf.SocklbAffinityKey{Client: 7, AffinityId: svc.AffinityID}
 	var v socklbbpf.SocklbAffinityValue
 	if err := d.t.affinity.Lookup(k, &v); err != nil {
 		t.Fatal(err)
 	}
 	r := runFrom(t, p.TestTranslateConnect, vip, servicemap.TCP, 1, 7)
-	if r.backendID != v.BackendId {
-		t.Fatalf("fresh affinity to backend %d not honoured: got %d", v.BackendId, r.backendID)
+	want := netip.AddrPortFrom(addrFromBytes(v.Addr), portFromMap(v.Port))
+	if r.addrPort != want {
+		t.Fatalf("fresh affinity to %s not honoured: got %s", want, r.addrPort)
 	}
 }
 

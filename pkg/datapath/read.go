@@ -17,11 +17,11 @@ import (
 // tables are the maps the agent reads and writes; the hook programs are not
 // needed to read state, so inspect and adoption share this.
 type tables struct {
-	services, slots, backends, stats, svcNames, revnat, affinity *ebpf.Map
+	services, slots, backends, stats, svcNames, affinity, members *ebpf.Map
 }
 
 func tablesOf(m *socklbbpf.SocklbMaps) tables {
-	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Revnat, m.Affinity}
+	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Affinity, m.Members}
 }
 
 // Service is one programmed frontend as the maps hold it.
@@ -29,6 +29,8 @@ type Service struct {
 	Frontend   servicemap.Frontend
 	ID         uint32
 	Generation uint32
+	// AffinityID is shared by every frontend of the same Service port.
+	AffinityID uint32
 	BackendIDs []uint32 // parallel to Frontend.Backends
 	// Broken is set when a slot or backend the live generation points at
 	// is missing: the next Apply rewrites the service.
@@ -49,7 +51,7 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 			Port:  portFromMap(k.Port),
 			Proto: servicemap.Protocol(k.Proto),
 		}
-		s := &Service{ID: v.SvcId, Generation: v.Generation}
+		s := &Service{ID: v.SvcId, Generation: v.Generation, AffinityID: v.AffinityId}
 		s.Frontend.Key = key
 		s.Frontend.Kind = servicemap.Kind(v.Kind)
 		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
@@ -60,13 +62,14 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))
 		}
 		for slot := uint32(0); slot < v.Count; slot++ {
-			var id uint32
+			var sv socklbbpf.SocklbSlotValue
 			var be socklbbpf.SocklbBackend
 			sk := socklbbpf.SocklbSlotKey{SvcId: v.SvcId, Generation: v.Generation, Slot: slot}
-			if err := t.slots.Lookup(sk, &id); err != nil {
+			if err := t.slots.Lookup(sk, &sv); err != nil {
 				s.Broken = true
 				continue
 			}
+			id := sv.BackendId
 			if err := t.backends.Lookup(id, &be); err != nil {
 				s.Broken = true
 				continue

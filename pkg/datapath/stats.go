@@ -75,9 +75,11 @@ type MapUsage struct {
 	Entries, Capacity uint32
 }
 
-// MapUsage reports every map's entries and capacity. The maps the agent
-// writes are counted from its own record of them (exact, and free at any
-// size); the LRU maps the hooks fill are counted with batch lookups.
+// MapUsage reports the entries and capacity of every map that can fill up.
+// The maps the agent writes are counted from its own record of them
+// (exact, and free at any size); the others (the affinity LRU the hooks
+// fill, members) are counted with batch lookups. Arrays and socket-local
+// storage cannot fill up and are left out.
 func (d *Datapath) MapUsage() ([]MapUsage, error) {
 	d.mu.Lock()
 	counted := map[string]uint32{}
@@ -99,8 +101,11 @@ func (d *Datapath) MapUsage() ([]MapUsage, error) {
 	var out []MapUsage
 	var errs []error
 	for name, m := range stateMaps(&d.objs.SocklbMaps) {
-		if m.MaxEntries() == 0 {
+		switch {
+		case m.MaxEntries() == 0:
 			continue // socket-local storage: sized by the sockets, never full
+		case m.Type() == ebpf.Array || m.Type() == ebpf.PerCPUArray:
+			continue // every slot always exists: counters, not room
 		}
 		u := MapUsage{Name: name, Capacity: m.MaxEntries()}
 		if n, ok := counted[name]; ok {

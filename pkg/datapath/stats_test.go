@@ -3,6 +3,7 @@ package datapath
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -53,16 +54,16 @@ func TestServiceStatsFromHeldMaps(t *testing.T) {
 }
 
 // TestMapUsage: entries and capacity per map, from the agent's record for
-// the maps it writes and from a batch count for the LRU maps the hooks fill.
+// the maps it writes and from a batch count for the others; arrays and
+// socket-local storage, which cannot fill up, are left out.
 func TestMapUsage(t *testing.T) {
-	d := openTest(t, Config{MaxServices: 64, MaxBackends: 32, MaxRevNAT: 128})
+	d := openTest(t, Config{MaxServices: 64, MaxBackends: 32, MaxAffinity: 16})
 	p := testProgs(t, d)
-	mustApply(t, d, state(
-		frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80"),
-		frontend("10.96.0.20", 53, servicemap.UDP, "10.244.1.3:53"),
-	))
+	aff := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80")
+	aff.Affinity = time.Hour
+	mustApply(t, d, state(aff, frontend("10.96.0.20", 53, servicemap.UDP, "10.244.1.3:53")))
 	for i := range 5 {
-		run(t, p.TestTranslateConnect, netip.MustParseAddrPort("10.96.0.10:80"), servicemap.TCP, uint64(200+i))
+		runFrom(t, p.TestTranslateConnect, netip.MustParseAddrPort("10.96.0.10:80"), servicemap.TCP, uint64(200+i), uint64(300+i))
 	}
 	usage, err := d.MapUsage()
 	if err != nil {
@@ -72,9 +73,9 @@ func TestMapUsage(t *testing.T) {
 	for _, u := range usage {
 		got[u.Name] = u
 	}
-	revnat := uint32(countKeys[socklbbpf.SocklbRevnatKey](t, d.t.revnat))
-	if revnat == 0 {
-		t.Fatal("the connects left no revnat entry to count")
+	affinity := uint32(countKeys[socklbbpf.SocklbAffinityKey](t, d.t.affinity))
+	if affinity == 0 {
+		t.Fatal("the connects with sessionAffinity left no affinity entry to count")
 	}
 	for name, want := range map[string]MapUsage{
 		socklbbpf.SocklbMapServices: {Entries: 2, Capacity: 64},
@@ -82,13 +83,15 @@ func TestMapUsage(t *testing.T) {
 		socklbbpf.SocklbMapBackends: {Entries: 3, Capacity: 32},
 		socklbbpf.SocklbMapStats:    {Entries: 3, Capacity: 32},
 		socklbbpf.SocklbMapSlots:    {Entries: 3, Capacity: 64},
-		socklbbpf.SocklbMapRevnat:   {Entries: revnat, Capacity: 128},
+		socklbbpf.SocklbMapAffinity: {Entries: affinity, Capacity: 16},
 	} {
 		if g := got[name]; g.Entries != want.Entries || g.Capacity != want.Capacity {
 			t.Errorf("%s: %d of %d, want %d of %d", name, g.Entries, g.Capacity, want.Entries, want.Capacity)
 		}
 	}
-	if _, ok := got[socklbbpf.SocklbMapAffinity]; !ok {
-		t.Errorf("no usage for the affinity map: %v", usage)
+	for _, name := range []string{socklbbpf.SocklbMapSkState, socklbbpf.SocklbMapSockEvents} {
+		if u, ok := got[name]; ok {
+			t.Errorf("%s reported (%d of %d): it cannot fill up", name, u.Entries, u.Capacity)
+		}
 	}
 }

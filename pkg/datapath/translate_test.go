@@ -99,10 +99,13 @@ func TestRevNATEntryWritten(t *testing.T) {
 	if r.verdict != verdictXlated {
 		t.Fatalf("verdict %d", r.verdict)
 	}
-	var v socklbbpf.SocklbRevnatValue
-	k := socklbbpf.SocklbRevnatKey{Cookie: cookie, Addr: addrBytes(r.addrPort.Addr()), Port: portToMap(r.addrPort.Port())}
-	if err := d.t.revnat.Lookup(k, &v); err != nil {
-		t.Fatalf("no revnat entry for cookie %d backend %s: %v", cookie, r.addrPort, err)
+	var st socklbbpf.SocklbSockState
+	if err := p.TestSocks.Lookup(uint64(cookie), &st); err != nil {
+		t.Fatalf("no socket state for cookie %d: %v", cookie, err)
+	}
+	e := st.E[0]
+	if be := netip.AddrPortFrom(addrFromBytes(e.Backend), portFromMap(e.BackendPort)); be != r.addrPort {
+		t.Fatalf("socket state names backend %s, the datagram went to %s", be, r.addrPort)
 	}
 	// What recvmsg4 and getpeername4 do with a reply from that backend:
 	back := run(t, p.TestRevnat, r.addrPort, servicemap.UDP, cookie)

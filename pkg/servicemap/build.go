@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// labelServiceProxyName hands a Service (and its slices) to another proxy.
-// It lives in k8s.io/kubernetes/pkg/proxy/apis, which we do not import.
+// labelServiceProxyName hands a Service to another proxy. It lives in
+// k8s.io/kubernetes/pkg/proxy/apis, which we do not import.
 const labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
 const (
@@ -110,7 +110,10 @@ type servicePort struct {
 
 func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice) {
 	nn := nnOf(svc.Namespace, svc.Name)
-	if ignoredByLabels(svc.Labels) {
+	// kube-proxy's Service informer selects on this label alone
+	// (cmd/kube-proxy/app/server.go): the headless label does not make a
+	// Service with a cluster IP headless; clusterIP None does (below).
+	if _, other := svc.Labels[labelServiceProxyName]; other {
 		return
 	}
 	switch svc.Spec.Type {
@@ -250,15 +253,6 @@ func (b *builder) servicePorts(nn types.NamespacedName, spec *corev1.ServiceSpec
 		out = append(out, sp)
 	}
 	return out
-}
-
-// ignoredByLabels applies kube-proxy's informer label selector, which it sets
-// on both Services and EndpointSlices: objects meant for another proxy, and
-// the slices of headless Services, are never seen.
-func ignoredByLabels(labels map[string]string) bool {
-	_, other := labels[labelServiceProxyName]
-	_, headless := labels[corev1.IsHeadlessService]
-	return other || headless
 }
 
 // parseProtocol applies the API's default (TCP) to an empty protocol.

@@ -43,9 +43,12 @@ func TestBuild(t *testing.T) {
 			slices:   []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, ready("10.0.0.1"))},
 		},
 		{
-			name:     "service with the headless label is skipped, as kube-proxy's informer selector does",
+			// kube-proxy's Service informer selects on service-proxy-name and
+			// clusterIP != None only (cmd/kube-proxy/app/server.go).
+			name:     "service with the headless label but a cluster IP is proxied, as by kube-proxy",
 			services: []*corev1.Service{withLabel(web(), corev1.IsHeadlessService, "")},
 			slices:   []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, ready("10.0.0.1"))},
+			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]"},
 		},
 		{
 			name:     "ExternalName service is skipped even with a clusterIP",
@@ -298,6 +301,34 @@ func TestBuild(t *testing.T) {
 			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]"},
 		},
 		{
+			// pkg/proxy/endpointslicecache.go addEndpoints: `!exists || !terminating`.
+			name:     "duplicate: the copy that is not terminating wins even when not ready, hiding the terminating one",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{
+				v4("default/web-a", "web", httpPort, servingTerminating("10.0.0.1"), servingTerminating("10.0.0.2")),
+				v4("default/web-b", "web", httpPort, notReady("10.0.0.1")),
+			},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]"},
+		},
+		{
+			name:     "duplicate: the not-terminating copy wins whichever slice comes first",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{
+				v4("default/web-a", "web", httpPort, notReady("10.0.0.1")),
+				v4("default/web-b", "web", httpPort, servingTerminating("10.0.0.1"), servingTerminating("10.0.0.2")),
+			},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]"},
+		},
+		{
+			name:     "duplicate: a not-ready, not-terminating copy alone leaves the Service with no usable endpoint",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{
+				v4("default/web-a", "web", httpPort, servingTerminating("10.0.0.1")),
+				v4("default/web-b", "web", httpPort, notReady("10.0.0.1")),
+			},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
+		},
+		{
 			name:     "the same IP with two target ports (target port change) is two backends",
 			services: []*corev1.Service{web()},
 			slices: []*discoveryv1.EndpointSlice{
@@ -322,11 +353,23 @@ func TestBuild(t *testing.T) {
 			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
 		},
 		{
-			name:     "slice with the service-proxy-name label is ignored, as kube-proxy's informer selector does",
+			// kube-proxy's slice informer selects on the headless label only
+			// (cmd/kube-proxy/app/server.go): the Service's labels decide.
+			name:     "slice with the service-proxy-name label is used for its proxied Service, as by kube-proxy",
 			services: []*corev1.Service{web()},
 			slices: []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
 				s := v4("default/web-1", "web", httpPort, ready("10.0.0.1"))
 				s.Labels["service.kubernetes.io/service-proxy-name"] = "other"
+				return s
+			}()},
+			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]"},
+		},
+		{
+			name:     "slice with the headless label is ignored, as kube-proxy's slice informer does",
+			services: []*corev1.Service{web()},
+			slices: []*discoveryv1.EndpointSlice{func() *discoveryv1.EndpointSlice {
+				s := v4("default/web-1", "web", httpPort, ready("10.0.0.1"))
+				s.Labels[corev1.IsHeadlessService] = ""
 				return s
 			}()},
 			want: []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},

@@ -24,12 +24,13 @@ type buildCase struct {
 	// setting the cases written before the node-address rule assume, so
 	// a case about that rule sets it (to empty for the default).
 	extCIDRs []string
+	primary  bool     // Input.NodePortPrimary
 	want     []string // render(State)
 	problems []string // each a substring of the problem at that index
 }
 
 func (tc buildCase) input() Input {
-	in := Input{Services: tc.services, Slices: tc.slices, Nodes: tc.nodes, NodeName: tc.nodeName}
+	in := Input{Services: tc.services, Slices: tc.slices, Nodes: tc.nodes, NodeName: tc.nodeName, NodePortPrimary: tc.primary}
 	for _, a := range tc.local {
 		in.LocalAddresses = append(in.LocalAddresses, netip.MustParseAddr(a))
 	}

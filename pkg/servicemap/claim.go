@@ -7,20 +7,31 @@ type offer struct {
 	label string // the service port, for messages
 }
 
-// claimRank orders the kinds by how much their address can be trusted to
-// be this Service's: cluster IPs and node ports are allocated, uniquely, by
-// the API server; load-balancer IPs by a controller; externalIPs are written
-// by whoever may create a Service, so an externalIP must never take another
-// Service's cluster IP or node port (CVE-2020-8554). kube-proxy has no such
-// order (its first matching rule wins, in map order); socklb needs one to be
-// deterministic, and this one is the safe one.
+// claimRank orders the kinds when several Services ask for one key.
+//
+// NodePorts come last, as in kube-proxy's iptables mode
+// (pkg/proxy/iptables/proxier.go): KUBE-SERVICES holds the cluster IP,
+// externalIP and load-balancer rules, and its last rule jumps to
+// KUBE-NODEPORTS ("this must be the last rule in this chain"), so any of
+// them that matches a node address and port wins over a NodePort there.
+//
+// Among the kinds of KUBE-SERVICES iptables mode has no order to follow:
+// it writes each Service's rules (cluster IP, then externalIPs, then
+// load-balancer IPs) in Go map order, which changes from sync to sync, so
+// a collision between two Services goes one way or the other at random.
+// socklb must be deterministic, and orders them by how much their address
+// can be trusted to be the Service's: cluster IPs are allocated, uniquely,
+// by the API server; load-balancer IPs by a controller; externalIPs are
+// written by whoever may create a Service, so an externalIP never takes
+// another Service's cluster IP (CVE-2020-8554). One Service's own rules
+// keep iptables' order: its cluster IP wins over its own externalIPs.
 func claimRank(k Kind) int {
 	switch k {
 	case KindClusterIP:
 		return 0
-	case KindNodePort:
-		return 1
 	case KindLoadBalancer:
+		return 1
+	case KindExternalIP:
 		return 2
 	}
 	return maxClaimRank

@@ -7,7 +7,8 @@ import (
 )
 
 // TestBuildFrontendCollisions: one key asked for twice. The first claim in
-// (kind, namespace/name) order wins; the loser is reported.
+// (kind, namespace/name) order wins; the loser is reported. The kinds'
+// order is claimRank's: NodePorts last, as in iptables mode.
 func TestBuildFrontendCollisions(t *testing.T) {
 	runBuildCases(t, []buildCase{
 		{
@@ -23,19 +24,47 @@ func TestBuildFrontendCollisions(t *testing.T) {
 			problems: []string{`Service default/aaa: 10.96.0.10:80/TCP (ExternalIP, port "x") is also claimed by Service default/web port "http" (ClusterIP), which wins because ClusterIP frontends take precedence over ExternalIP ones`},
 		},
 		{
-			name: "an externalIP on a node address and another Service's nodePort: the NodePort wins",
+			// pkg/proxy/iptables/proxier.go: KUBE-SERVICES' externalIP rules
+			// come before its last rule, the jump to KUBE-NODEPORTS.
+			name: "an externalIP on a node address and another Service's nodePort: the ExternalIP wins, as in iptables mode",
 			services: []*corev1.Service{
-				withExternalIPs(svc("default/aaa", "10.96.0.11", sport("x", tcp, 30080)), "10.1.0.5"),
+				withExternalIPs(svc("default/zzz", "10.96.0.11", sport("x", tcp, 30080)), "10.1.0.5"),
 				nodePortSvc(),
 			},
 			local: []string{"10.1.0.5"},
 			want: []string{
-				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
+				"10.1.0.5:30080/TCP ExternalIP default/zzz:x -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
-				"10.96.0.11:30080/TCP ClusterIP default/aaa:x -> []",
+				"10.96.0.11:30080/TCP ClusterIP default/zzz:x -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
 			},
-			problems: []string{`Service default/aaa: 10.1.0.5:30080/TCP (ExternalIP, port "x") is also claimed by Service default/web port "http" (NodePort)`},
+			problems: []string{`Service default/web: 10.1.0.5:30080/TCP (NodePort, port "http") is also claimed by Service default/zzz port "x" (ExternalIP), which wins because ExternalIP frontends take precedence over NodePort ones`},
+		},
+		{
+			name: "an LB IP on a node address and another Service's nodePort: the LoadBalancer wins, as in iptables mode",
+			services: []*corev1.Service{
+				withIngress(withType(svc("default/zzz", "10.96.0.11", sport("x", tcp, 30080)), corev1.ServiceTypeLoadBalancer), ingress("10.1.0.5", nil)),
+				nodePortSvc(),
+			},
+			local: []string{"10.1.0.5"},
+			want: []string{
+				"10.1.0.5:30080/TCP LoadBalancer default/zzz:x -> []",
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"10.96.0.11:30080/TCP ClusterIP default/zzz:x -> []",
+				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
+			},
+			problems: []string{`Service default/web: 10.1.0.5:30080/TCP (NodePort, port "http") is also claimed by Service default/zzz port "x" (LoadBalancer), which wins because LoadBalancer frontends take precedence over NodePort ones`},
+		},
+		{
+			name: "a Service's externalIP on a node address equal to its own nodePort: one frontend, no problem",
+			services: []*corev1.Service{withExternalIPs(withType(svc("default/web", "10.96.0.10",
+				withNodePort(sport("http", tcp, 30080), 30080)), corev1.ServiceTypeNodePort), "10.1.0.5")},
+			local: []string{"10.1.0.5"},
+			want: []string{
+				"10.1.0.5:30080/TCP ExternalIP default/web:http -> []",
+				"10.96.0.10:30080/TCP ClusterIP default/web:http -> []",
+				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
+			},
 		},
 		{
 			name: "an LB IP equal to another Service's externalIP: the LoadBalancer wins",

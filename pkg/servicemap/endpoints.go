@@ -58,18 +58,29 @@ type endpoint struct {
 
 func (e endpoint) isLocal(n nodeInfo) bool { return n.name != "" && e.nodeName == n.name }
 
-// usability ranks the copies of one ip:port found in several slices (as
-// during slice rotation): a ready copy beats a serving-terminating one, which
-// beats an unusable one. Taking the best copy means an endpoint is never
-// dropped because a stale slice still lists it as not ready.
-func (e endpoint) usability() int {
-	switch {
-	case e.ready:
-		return 2
-	case e.serving && e.terminating:
-		return 1
+// replaces reports whether copy e of an ip:port found in several slices
+// takes the place of old, the copy kept so far. kube-proxy's rule
+// (addEndpoints in pkg/proxy/endpointslicecache.go, `!exists ||
+// !terminating`): a copy that is not terminating always replaces, whatever
+// its readiness, so a new pod that reuses a terminating pod's IP hides the
+// old pod even before it is ready; a terminating copy never replaces.
+// kube-proxy leaves the choice among several copies of the same kind to
+// map order ("the result is undefined"); socklb makes it deterministic:
+// among copies that are not terminating, a ready one beats a not-ready one
+// (an endpoint moving between slices is not dropped for a stale copy);
+// among terminating ones, a serving one beats one that is not; then the
+// local one; then the first in slice-name order.
+func (e endpoint) replaces(old endpoint, node nodeInfo) bool {
+	if e.terminating != old.terminating {
+		return !e.terminating
 	}
-	return 0
+	if e.terminating && e.serving != old.serving {
+		return e.serving
+	}
+	if !e.terminating && e.ready != old.ready {
+		return e.ready
+	}
+	return e.isLocal(node) && !old.isLocal(node)
 }
 
 // slicePort is an EndpointSlice port with the API's defaults applied.
@@ -106,7 +117,10 @@ func (b *builder) indexSlices(in []*discoveryv1.EndpointSlice) map[types.Namespa
 
 	out := make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(sorted))
 	for _, s := range sorted {
-		if ignoredByLabels(s.Labels) {
+		// kube-proxy's slice informer selects on this label alone
+		// (cmd/kube-proxy/app/server.go). A slice's copy of its Service's
+		// service-proxy-name label is not read: the Service decides.
+		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
 			continue
 		}
 		svc := s.Labels[discoveryv1.LabelServiceName]
@@ -239,8 +253,8 @@ func (b *builder) parseEndpoint(slice types.NamespacedName, i int, e discoveryv1
 // candidateEndpoints resolves a service port against the Service's slices of
 // one family: every endpoint of every slice port with the same name and
 // protocol, keyed by ip:port, so a target port comes from the slice and never
-// from spec.targetPort. Copies of one ip:port keep the most usable one (ties:
-// the local one, as kube-proxy does, then the first in slice-name order).
+// from spec.targetPort. Of the copies of one ip:port, the one that replaces
+// all others is kept (see replaces).
 func candidateEndpoints(in []parsedSlice, is6 bool, sp servicePort, node nodeInfo) []endpoint {
 	var out []endpoint
 	index := map[netip.AddrPort]int{}
@@ -261,9 +275,7 @@ func candidateEndpoints(in []parsedSlice, is6 bool, sp servicePort, node nodeInf
 					out = append(out, e)
 					continue
 				}
-				old := out[i]
-				if e.usability() > old.usability() ||
-					(e.usability() == old.usability() && e.isLocal(node) && !old.isLocal(node)) {
+				if e.replaces(out[i], node) {
 					out[i] = e
 				}
 			}

@@ -119,6 +119,14 @@ func FuzzBuild(f *testing.F) {
 		if !reflect.DeepEqual(in, before) {
 			t.Fatalf("Build modified its input")
 		}
+		for _, hc := range HealthChecks(in) {
+			if hc.Port == 0 || len(hc.Addrs) == 0 && !in.NodePortPrimary && len(in.NodePortAddresses) == 0 || hc.LocalEndpoints < 0 {
+				t.Fatalf("health check %+v from %d services", hc, len(in.Services))
+			}
+		}
+		if !reflect.DeepEqual(in, before) {
+			t.Fatalf("HealthChecks modified its input")
+		}
 
 		// The cache gives what Build gives, cold and warm.
 		var c Cache
@@ -142,7 +150,8 @@ func FuzzBuild(f *testing.F) {
 			names[s.Namespace+"/"+s.Name] = true
 		}
 		rev := Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName,
-			LocalAddresses: slices.Clone(in.LocalAddresses), NodePortAddresses: slices.Clone(in.NodePortAddresses)}
+			LocalAddresses: slices.Clone(in.LocalAddresses), NodePortAddresses: slices.Clone(in.NodePortAddresses),
+			NodePortPrimary: in.NodePortPrimary}
 		slices.Reverse(rev.Services)
 		slices.Reverse(rev.Slices)
 		slices.Reverse(rev.LocalAddresses)
@@ -349,6 +358,14 @@ func decodeExtras(r *fuzzReader, in *Input) {
 				Type: pick(r, fzNodeAddrTypes), Address: r.str(fzNodeAddrs)})
 		}
 	}
+	// Decoded last, with 0 meaning "absent", so older seeds decode as
+	// they did: --nodeport-addresses primary, and healthCheckNodePorts.
+	in.NodePortPrimary = r.intn(2) == 1
+	for _, s := range in.Services {
+		if s != nil {
+			s.Spec.HealthCheckNodePort = pick(r, []int32{0, 32000, 70000, -1})
+		}
+	}
 }
 
 func decodeService(r *fuzzReader) *corev1.Service {
@@ -424,6 +441,7 @@ func deepCopyInput(in Input) Input {
 		LocalAddresses:    slices.Clone(in.LocalAddresses),
 		NodePortAddresses: slices.Clone(in.NodePortAddresses),
 		ExternalIPCIDRs:   slices.Clone(in.ExternalIPCIDRs),
+		NodePortPrimary:   in.NodePortPrimary,
 	}
 	for _, s := range in.Services {
 		out.Services = append(out.Services, s.DeepCopy())

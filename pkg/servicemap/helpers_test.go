@@ -296,8 +296,34 @@ func isNodePortAddr(in Input, a netip.Addr) bool {
 	if !known {
 		return false
 	}
+	filter := in.NodePortAddresses
+	if in.NodePortPrimary && known {
+		// Restated from kube-proxy's GetNodeHostIPs: the first InternalIP,
+		// else ExternalIP, and the first of the other family.
+		var host []netip.Addr
+		for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+			for _, n := range in.Nodes {
+				if n == nil || in.NodeName == "" || n.Name != in.NodeName {
+					continue
+				}
+				for _, na := range n.Status.Addresses {
+					if p, err := netip.ParseAddr(na.Address); na.Type == typ && err == nil && p.Zone() == "" {
+						host = append(host, p.Unmap())
+					}
+				}
+			}
+		}
+		for i, h := range host {
+			if (i == 0 || h.Is4() != host[0].Is4()) && !h.IsLoopback() {
+				filter = append(slices.Clip(filter), netip.PrefixFrom(h, h.BitLen()))
+				if i > 0 {
+					break
+				}
+			}
+		}
+	}
 	filtered, inside := false, false
-	for _, p := range in.NodePortAddresses {
+	for _, p := range filter {
 		if p.IsValid() && p.Addr().Is4() == a.Is4() {
 			filtered = true
 			inside = inside || p.Contains(a)

@@ -46,10 +46,14 @@ func (b *builder) nodePortAddresses(in Input) []netip.Addr {
 		}
 	}
 
+	filter := in.NodePortAddresses
+	if in.NodePortPrimary {
+		filter = append(slices.Clip(filter), primaryPrefixes(thisNode(in))...)
+	}
 	var out []netip.Addr
 	for _, a := range cands {
 		a = a.Unmap()
-		if usableNodeAddr(a) && nodePortFilterAllows(in.NodePortAddresses, a) {
+		if usableNodeAddr(a) && nodePortFilterAllows(filter, a) {
 			out = append(out, a)
 		}
 	}
@@ -74,10 +78,10 @@ func usableNodeAddr(a netip.Addr) bool {
 }
 
 // nodePortFilterAllows is kube-proxy's --nodeport-addresses, per family
-// (NewNodePortAddresses): a family with no prefix in the list is not
-// filtered at all, so "10.0.0.0/8" alone leaves every IPv6 address in.
-// The special value "primary" is resolved by the agent's flag parsing, not
-// here.
+// (NewNodePortAddresses in pkg/proxy/util/nodeport_addresses.go): a family
+// with no prefix in the list is not filtered at all, so "10.0.0.0/8" alone
+// leaves every IPv6 address in. The keyword "primary" arrives here as the
+// prefixes primaryPrefixes made of it.
 func nodePortFilterAllows(filter []netip.Prefix, a netip.Addr) bool {
 	sameFamily := false
 	for _, p := range filter {
@@ -110,4 +114,45 @@ func (b *builder) nodePort(nn types.NamespacedName, typ corev1.ServiceType, i in
 		return 0
 	}
 	return uint16(p.NodePort)
+}
+
+// primaryPrefixes is kube-proxy's expansion of the keyword "primary"
+// (expandNodePortAddressKeywords in cmd/kube-proxy/app/server.go): a /32
+// and a /128 for this node's primary IPv4 and IPv6 address. Those are what
+// detectNodeIPs finds in the Node object: the first InternalIP, else the
+// first ExternalIP, and then the first address of the other family in that
+// same order (GetNodeHostIPs in pkg/util/node). A family with no such
+// address gets no prefix, and is then not filtered at all, as in
+// kube-proxy, which falls back to loopback there and skips it. kube-proxy
+// reads the Node once at start and restarts when its addresses change;
+// reading it at every Build gives the same result without the restart.
+func primaryPrefixes(node *corev1.Node) []netip.Prefix {
+	if node == nil {
+		return nil
+	}
+	var all []netip.Addr
+	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, na := range node.Status.Addresses {
+			if na.Type != typ {
+				continue
+			}
+			if a, err := netip.ParseAddr(na.Address); err == nil && a.Zone() == "" {
+				all = append(all, a.Unmap())
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	primary := []netip.Addr{all[0]}
+	if i := slices.IndexFunc(all, func(a netip.Addr) bool { return a.Is4() != all[0].Is4() }); i >= 0 {
+		primary = append(primary, all[i])
+	}
+	var out []netip.Prefix
+	for _, a := range primary {
+		if !a.IsLoopback() {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }

@@ -159,7 +159,9 @@ type Input struct {
 	// NodePortAddresses is kube-proxy's --nodeport-addresses filter, per
 	// family: when it holds prefixes of a family, NodePorts of that family
 	// are served only on node addresses inside them, 127.0.0.1 included
-	// (see nodePortAddresses).
+	// (see nodePortAddresses). The keywords "localhost" and "all" are
+	// prefixes too (127.0.0.0/8 and ::1/128; 0.0.0.0/0 and ::/0), as
+	// kube-proxy expands them.
 	NodePortAddresses []netip.Prefix
 	// ExternalIPCIDRs is the operator's --external-ip-cidrs allowlist: an
 	// externalIP is captured when it is an address of this node (as
@@ -168,4 +170,8 @@ type Input struct {
 	// otherwise redirect every connection of the node to any address
 	// (CVE-2020-8554).
 	ExternalIPCIDRs []netip.Prefix
+	// NodePortPrimary is the keyword "primary" of --nodeport-addresses:
+	// the filter also holds this node's primary IPv4 and IPv6 addresses,
+	// taken from its Node object when Build runs (see primaryNodeIPs).
+	NodePortPrimary bool
 }

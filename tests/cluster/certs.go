@@ -27,8 +27,10 @@ func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
 
-// NewPKI writes a fresh CA, serving certificate and service account key pair into dir.
-func NewPKI(dir string) (*PKI, error) {
+// NewPKI writes a fresh CA, serving certificate and service account key pair
+// into dir. The serving certificate names 127.0.0.1, the kubernetes
+// Service's ClusterIP (pods reach the API server through it) and extraIPs.
+func NewPKI(dir string, extraIPs ...net.IP) (*PKI, error) {
 	p := &PKI{
 		CACert: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "apiserver.crt"),
 		ServerKey: filepath.Join(dir, "apiserver.key"), SAKey: filepath.Join(dir, "sa.key"), SAPub: filepath.Join(dir, "sa.pub"),
@@ -59,8 +61,8 @@ func NewPKI(dir string) (*PKI, error) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(KubernetesServiceIP)}, extraIPs...),
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,12 +27,39 @@ import (
 // are allocated from it, and only ever used inside the lab's namespaces.
 const ServiceCIDR = "10.96.0.0/16"
 
+// KubernetesServiceIP is the ClusterIP the API server gives the
+// `kubernetes` Service: the first address of ServiceCIDR.
+const KubernetesServiceIP = "10.96.0.1"
+
+// Options change how Start runs the control plane. The zero value is what
+// tests/e2e and the benchmarks use: everything on 127.0.0.1, the
+// `kubernetes` Service without endpoints, and only the controllers that
+// make EndpointSlices, ServiceAccounts and empty deleted namespaces.
+type Options struct {
+	// Address the API server binds and advertises (default 127.0.0.1).
+	// A real node (tests/node) gives an address its pods reach on-link, so
+	// the `kubernetes` Service gets that endpoint (lease reconciler).
+	Address string
+	// Controllers of kube-controller-manager, its --controllers value.
+	Controllers string
+	// Scheduler also starts kube-scheduler: pods are bound by it, not by
+	// the test.
+	Scheduler bool
+}
+
+// DefaultControllers: the EndpointSlice controller makes the slices socklb
+// reads; the ServiceAccount controller makes each namespace's "default"
+// ServiceAccount, without which Pods are refused; the Namespace controller
+// empties deleted namespaces.
+const DefaultControllers = "endpointslice-controller,serviceaccount-controller,namespace-controller"
+
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager, built
 // from their Go modules (tests/e2e/tools), listening on 127.0.0.1 only.
 type ControlPlane struct {
 	Dir                  string // logs, etcd data, certificates
 	Tools                string // where the binaries are
 	Etcd, APIServer, KCM *Proc
+	Scheduler            *Proc  // only with Options.Scheduler
 	Server               string // https://127.0.0.1:port
 	PKI                  *PKI
 	AdminToken           string
@@ -42,9 +70,20 @@ type ControlPlane struct {
 	apiArgs []string // to restart the API server on the same port and etcd
 }
 
-// Start starts everything, waits until the API server is ready
-// and the controllers run, and stops what it started if anything fails.
-func Start(tools, dir string) (cp *ControlPlane, err error) {
+// Start starts everything with the default Options.
+func Start(tools, dir string) (*ControlPlane, error) {
+	return StartWith(tools, dir, Options{})
+}
+
+// StartWith starts everything, waits until the API server is ready and the
+// controllers run, and stops what it started if anything fails.
+func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
+	if o.Address == "" {
+		o.Address = "127.0.0.1"
+	}
+	if o.Controllers == "" {
+		o.Controllers = DefaultControllers
+	}
 	cp = &ControlPlane{Dir: dir, Tools: tools}
 	defer func() {
 		if err != nil {
@@ -52,7 +91,7 @@ func Start(tools, dir string) (cp *ControlPlane, err error) {
 			cp = nil
 		}
 	}()
-	if cp.PKI, err = NewPKI(dir); err != nil {
+	if cp.PKI, err = NewPKI(dir, net.ParseIP(o.Address)); err != nil {
 		return cp, fmt.Errorf("certificates: %w", err)
 	}
 	tok := make([]byte, 16)
@@ -94,14 +133,18 @@ func Start(tools, dir string) (cp *ControlPlane, err error) {
 	Logf("etcd (pid %d) ready on 127.0.0.1:%d in %s", cp.Etcd.Pid(), etcdClient, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	cp.Server = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	cp.Server = fmt.Sprintf("https://%s", net.JoinHostPort(o.Address, fmt.Sprint(apiPort)))
+	reconciler := "none"
+	if o.Address != "127.0.0.1" {
+		reconciler = "lease"
+	}
 	cp.apiArgs = []string{
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + o.Address,
+		"--advertise-address=" + o.Address,
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
 		"--service-cluster-ip-range=" + ServiceCIDR,
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type=" + reconciler,
 		"--authorization-mode=RBAC",
 		"--token-auth-file=" + tokens,
 		"--tls-cert-file=" + cp.PKI.ServerCert,
@@ -144,11 +187,11 @@ func Start(tools, dir string) (cp *ControlPlane, err error) {
 	start = time.Now()
 	cp.KCM, err = StartProc("kube-controller-manager", filepath.Join(dir, "kube-controller-manager.log"), filepath.Join(tools, "kube-controller-manager"),
 		"--kubeconfig="+cp.AdminKubeconfig,
-		// The EndpointSlice controller makes the slices socklb reads; the
-		// ServiceAccount controller makes each namespace's "default"
-		// ServiceAccount, without which Pods are refused; the Namespace
-		// controller empties deleted namespaces.
-		"--controllers=endpointslice-controller,serviceaccount-controller,namespace-controller",
+		"--controllers="+o.Controllers,
+		// Signs the ServiceAccount tokens of controllers that use their own
+		// credentials (with the full controller set).
+		"--root-ca-file="+cp.PKI.CACert,
+		"--service-account-private-key-file="+cp.PKI.SAKey,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--v=1",
@@ -172,6 +215,18 @@ func Start(tools, dir string) (cp *ControlPlane, err error) {
 		return cp, err
 	}
 	Logf("kube-controller-manager (pid %d) running in %s", cp.KCM.Pid(), time.Since(start).Round(time.Millisecond))
+	if o.Scheduler {
+		cp.Scheduler, err = StartProc("kube-scheduler", filepath.Join(dir, "kube-scheduler.log"), filepath.Join(tools, "kube-scheduler"),
+			"--kubeconfig="+cp.AdminKubeconfig,
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--v=1",
+		)
+		if err != nil {
+			return cp, err
+		}
+		Logf("kube-scheduler (pid %d) started", cp.Scheduler.Pid())
+	}
 	return cp, nil
 }
 
@@ -180,6 +235,7 @@ func (cp *ControlPlane) Stop() {
 	if cp == nil {
 		return
 	}
+	cp.Scheduler.Stop(10 * time.Second)
 	cp.KCM.Stop(10 * time.Second)
 	cp.APIServer.Stop(15 * time.Second)
 	cp.Etcd.Stop(10 * time.Second)
@@ -187,8 +243,8 @@ func (cp *ControlPlane) Stop() {
 
 // Alive returns an error if a control plane process died.
 func (cp *ControlPlane) Alive() error {
-	for _, p := range []*Proc{cp.Etcd, cp.APIServer, cp.KCM} {
-		if !p.Alive() {
+	for _, p := range []*Proc{cp.Etcd, cp.APIServer, cp.KCM, cp.Scheduler} {
+		if p != nil && !p.Alive() {
 			return p.ExitedErr()
 		}
 	}
@@ -198,7 +254,7 @@ func (cp *ControlPlane) Alive() error {
 // LogTails returns the last n lines of each process's log.
 func (cp *ControlPlane) LogTails(n int) string {
 	var b strings.Builder
-	for _, p := range []*Proc{cp.Etcd, cp.APIServer, cp.KCM} {
+	for _, p := range []*Proc{cp.Etcd, cp.APIServer, cp.KCM, cp.Scheduler} {
 		if p != nil {
 			fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", p.LogPath, p.Tail(n))
 		}

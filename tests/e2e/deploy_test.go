@@ -18,11 +18,11 @@ import (
 
 // TestDeployDryRunServer: the real API server accepts every manifest in
 // deploy/ (admission, defaulting, strict field validation), as
-// `kubectl apply --dry-run=server -f deploy/` on a cluster would.
+// `kubectl apply --dry-run=server -k deploy/` on a cluster would.
 func TestDeployDryRunServer(t *testing.T) {
 	needCluster(t)
-	out, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-f", filepath.Join(root, "deploy"))
-	t.Logf("kubectl apply --dry-run=server -f deploy/:\n%s", out)
+	out, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-k", filepath.Join(root, "deploy"))
+	t.Logf("kubectl apply --dry-run=server -k deploy/:\n%s", out)
 	if err != nil {
 		t.Fatalf("rejected: %v", err)
 	}
@@ -49,6 +49,9 @@ func readDeploy(t *testing.T) (ds *appsv1.DaemonSet, sa *corev1.ServiceAccount, 
 		t.Fatalf("no deploy/*.yaml: %v", err)
 	}
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +176,15 @@ func TestDeployManifests(t *testing.T) {
 	if m, ok := mounts["/run/socklb/cgroupv2"]; !ok || hostPaths[m.Name] != "/run/socklb/cgroupv2" {
 		t.Errorf("/run/socklb/cgroupv2: mount %+v, hostPath %q", m, hostPaths[m.Name])
 	}
-	if len(spec.InitContainers) != 1 || !strings.Contains(strings.Join(spec.InitContainers[0].Command, " "), "mount -t cgroup2") {
-		t.Errorf("no init container mounting cgroup2: %+v", spec.InitContainers)
+	if len(spec.InitContainers) != 1 || !strings.Contains(strings.Join(spec.InitContainers[0].Command, " "), "/socklb mount-cgroup") ||
+		spec.InitContainers[0].Image != c.Image {
+		t.Errorf("no init container mounting cgroup2 with socklb's own image: %+v", spec.InitContainers)
+	}
+	// Socket termination walks the hooked cgroup's processes in /proc.
+	if !spec.HostPID {
+		t.Error("hostPID is off: socket termination cannot see pod processes")
+	}
+	if spec.DNSPolicy != corev1.DNSDefault {
+		t.Errorf("dnsPolicy %q: the agent must not depend on cluster DNS, a Service it programs itself", spec.DNSPolicy)
 	}
 }

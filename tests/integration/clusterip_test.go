@@ -78,7 +78,8 @@ func TestGetpeernameShowsClusterIP(t *testing.T) {
 }
 
 // TestUnconnectedUDPRepliesFromClusterIP is a DNS client: one unconnected
-// socket, sendto the ClusterIP, recvfrom must report the ClusterIP.
+// socket, sendto the ClusterIP, recvfrom must report the ClusterIP, and the
+// socket keeps one pod (Cilium keys this by socket cookie).
 func TestUnconnectedUDPRepliesFromClusterIP(t *testing.T) {
 	e := startEcho(t)
 	res, err := e.client().UDP(e.ctx(), e.cg, vip+":53", 60)
@@ -91,8 +92,27 @@ func TestUnconnectedUDPRepliesFromClusterIP(t *testing.T) {
 	if len(res.Sources) != 1 || res.Sources[0] != vip+":53" {
 		t.Fatalf("reply sources %v, want only %s:53", res.Sources, vip)
 	}
-	if len(res.Replies) < 2 {
-		t.Errorf("60 datagrams all went to %v: not load balanced per datagram", res.Replies)
+	// One socket to one Service port is one conntrack flow under
+	// kube-proxy: all its datagrams reach one pod. Sockets are spread: 10
+	// all on one of 3 pods has probability 3^-9.
+	if len(res.Replies) != 1 {
+		t.Errorf("60 datagrams of one socket went to %v, want one pod", res.Replies)
+	}
+	pods := map[string]bool{}
+	for i := 0; i < 10 && len(pods) < 2; i++ {
+		r, err := e.client().UDP(e.ctx(), e.cg, vip+":53", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK != 3 || len(r.Replies) != 1 {
+			t.Fatalf("socket %d: replies %v errors %v, want 3 from one pod", i, r.Replies, r.Errors)
+		}
+		for name := range r.Replies {
+			pods[name] = true
+		}
+	}
+	if len(pods) < 2 {
+		t.Errorf("10 sockets all went to %v: sockets are not spread", pods)
 	}
 }
 

@@ -38,13 +38,3 @@ func TestExternalIPHijackRefused(t *testing.T) {
 		t.Errorf("socklb_refused_external_ips is not 1:\n%s", grepLines(m, "socklb_refused_external_ips"))
 	}
 }
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}

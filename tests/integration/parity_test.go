@@ -113,8 +113,10 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 }
 
 // TestNodePortAndExternalIP: a NodePort answers on the node's address (from
-// its Node object, filtered by --nodeport-addresses) and on 127.0.0.1 (kept
-// by the filter, as kube-proxy requires); an
+// its Node object, filtered by --nodeport-addresses) and is programmed on
+// 127.0.0.1 (kept by the filter, as kube-proxy requires; dialled from the
+// host's namespace only, which TestLocalhostNodePortOnlyInHostNetns covers:
+// from the client's namespace it is that namespace's own loopback); an
 // externalIP and a LoadBalancer ingress IP answer on the Service port.
 func TestNodePortAndExternalIP(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
@@ -123,7 +125,7 @@ func TestNodePortAndExternalIP(t *testing.T) {
 			externalIPs: []string{"192.168.60.5"}, lbIngress: []string{"192.168.70.7"}}.yaml(allReady("node-a")...),
 	}, "--nodeport-addresses", "192.168.50.0/24,127.0.0.0/8", "--external-ip-cidrs", "192.168.60.0/24")
 	e.waitInspect(10*time.Second, "192.168.50.10:30080/TCP", "127.0.0.1:30080/TCP", "192.168.60.5:80/TCP", "192.168.70.7:80/TCP")
-	for _, addr := range []string{"192.168.50.10:30080", "127.0.0.1:30080", "192.168.60.5:80", "192.168.70.7:80"} {
+	for _, addr := range []string{"192.168.50.10:30080", "192.168.60.5:80", "192.168.70.7:80"} {
 		res := tcpN(t, e, e.client(), addr, 30)
 		if res.OK != 30 || len(res.Replies) < 2 {
 			t.Errorf("%s: replies %v errors %v, want 30 answers spread over the pods", addr, res.Replies, res.Errors)

@@ -16,6 +16,9 @@ type svcSpec struct {
 	lbIngress   []string
 	affinity    bool
 	itp, etp    string // internal/externalTrafficPolicy
+	labels      string // extra metadata.labels of the Service, as YAML flow entries
+	sliceLabels string // extra labels of its EndpointSlices
+	hcNodePort  int    // spec.healthCheckNodePort
 }
 
 type ep struct {
@@ -41,7 +44,11 @@ func (s svcSpec) yaml(eps ...ep) string {
 			fam = append(fam, "IPv4")
 		}
 	}
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: default}\nspec:\n", s.name)
+	labels := ""
+	if s.labels != "" {
+		labels = ", labels: {" + s.labels + "}"
+	}
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: default%s}\nspec:\n", s.name, labels)
 	fmt.Fprintf(&b, "  type: %s\n  clusterIP: %s\n  clusterIPs: [%s]\n  ipFamilies: [%s]\n", typ, s.clusterIPs[0], strings.Join(s.clusterIPs, ", "), strings.Join(fam, ", "))
 	if len(fam) > 1 {
 		b.WriteString("  ipFamilyPolicy: PreferDualStack\n")
@@ -63,11 +70,18 @@ func (s svcSpec) yaml(eps ...ep) string {
 	if s.etp != "" {
 		fmt.Fprintf(&b, "  externalTrafficPolicy: %s\n", s.etp)
 	}
+	if s.hcNodePort != 0 {
+		fmt.Fprintf(&b, "  healthCheckNodePort: %d\n", s.hcNodePort)
+	}
 	if len(s.lbIngress) > 0 {
 		b.WriteString("status:\n  loadBalancer:\n    ingress:\n")
 		for _, ip := range s.lbIngress {
 			fmt.Fprintf(&b, "    - {ip: %s}\n", ip)
 		}
+	}
+	sliceLabels := ""
+	if s.sliceLabels != "" {
+		sliceLabels = ", " + s.sliceLabels
 	}
 	for _, family := range fam {
 		var these []ep
@@ -76,7 +90,7 @@ func (s svcSpec) yaml(eps ...ep) string {
 				these = append(these, e)
 			}
 		}
-		fmt.Fprintf(&b, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: %s-%s\n  namespace: default\n  labels: {kubernetes.io/service-name: %s}\n", s.name, strings.ToLower(family), s.name)
+		fmt.Fprintf(&b, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: %s-%s\n  namespace: default\n  labels: {kubernetes.io/service-name: %s%s}\n", s.name, strings.ToLower(family), s.name, sliceLabels)
 		fmt.Fprintf(&b, "addressType: %s\nports:\n- {name: tcp, port: 8080, protocol: TCP}\n- {name: dns, port: 5353, protocol: UDP}\n", family)
 		if len(these) == 0 {
 			b.WriteString("endpoints: []\n")

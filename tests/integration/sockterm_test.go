@@ -9,6 +9,36 @@ import (
 	"github.com/socklb/socklb/tests/lab"
 )
 
+type runOut struct {
+	res *lab.Result
+	err error
+}
+
+// holdUDP runs a DNS-like client in the background: one connected UDP
+// socket to the VIP's port 53, n queries 300 ms apart, kept until it fails.
+func holdUDP(e *env, n int) <-chan runOut {
+	done := make(chan runOut, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
+			"--count", fmt.Sprint(n), "--interval", "300ms", "--seq")
+		done <- runOut{r, err}
+	}()
+	return done
+}
+
+// waitAnswered waits until pod has answered a UDP query: the held socket
+// is connected to it. A loaded machine can take over a second to start the
+// client.
+func waitAnswered(t *testing.T, e *env, pod string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.lab.Counts("udp")[pod] == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s answered no query within 10 s", pod)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestConnectedUDPMovedOffRemovedBackend: a DNS-like client keeps one
 // connected UDP socket. When its backend leaves the Service, the agent
 // destroys that socket (BPF socket iterator + bpf_sock_destroy), the client
@@ -20,17 +50,8 @@ func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
 	})
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 
-	type out struct {
-		res *lab.Result
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
-			"--count", "10", "--interval", "300ms", "--seq")
-		done <- out{r, err}
-	}()
-	time.Sleep(1 * time.Second) // the socket is connected to pod1 and has answered
+	done := holdUDP(e, 10)
+	waitAnswered(t, e, "pod1")
 	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
 	e.waitInspect(2*time.Second, "10.244.1.12:5353")
 	removedAt := e.lab.Counts("udp")["pod1"]
@@ -177,5 +198,36 @@ func TestTerminateSocketsAllTCP(t *testing.T) {
 				t.Errorf("--terminate-sockets=udp destroyed a TCP socket: %+v", v.res)
 			}
 		})
+	}
+}
+
+// TestSocketStateOutlivesOtherSockets: what socket termination needs to
+// find a socket (which backend socklb sent it to) must last as long as the
+// socket, however many other sockets come and go. An LRU keyed by socket
+// cookie is never told a socket closed, so on a busy node it fills with
+// dead sockets and evicts the live one: here 300 short TCP connections
+// pass (through a 64-entry LRU on agents that have one, --max-revnat), and
+// the held UDP socket must still be moved off its removed backend.
+func TestSocketStateOutlivesOtherSockets(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	}, "--max-revnat", "64")
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
+
+	done := holdUDP(e, 20)
+	waitAnswered(t, e, "pod1")
+	if res := tcpN(t, e, e.client(), vip+":80", 300); res.OK != 300 {
+		t.Fatalf("300 TCP connects: replies %v errors %v", res.Replies, res.Errors)
+	}
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(2*time.Second, "10.244.1.12:5353")
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	seq := o.res.Sequence
+	if len(seq) != 20 || seq[0] != "pod1" || seq[len(seq)-1] != "pod2" {
+		t.Fatalf("answers %v: want 20 starting on pod1 and ending on pod2, the held socket moved off the removed pod", seq)
 	}
 }

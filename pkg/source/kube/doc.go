@@ -1,8 +1,9 @@
 // Package kube is the source that follows a live API server with client-go
-// shared informers: Services and EndpointSlices, minus those kube-proxy
-// would leave to another proxy (label service.kubernetes.io/service-proxy-name),
-// and the one Node the agent runs on. Everything else kube-proxy skips
-// (headless Services, ...) is skipped by servicemap, so both sources agree.
+// shared informers, selecting as kube-proxy's do: Services without the
+// service.kubernetes.io/service-proxy-name label and with a clusterIP other
+// than None, EndpointSlices without the service.kubernetes.io/headless
+// label, and the one Node the agent runs on. servicemap applies the same
+// rules again, so the manifests source, which has no selectors, agrees.
 //
 // Problems: failed lists and watches (forbidden, unreachable API server)
 // are reported as servicemap.Problem{Kind: "Watch", Object.Name: resource},

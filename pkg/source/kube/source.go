@@ -10,12 +10,14 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -26,6 +28,14 @@ import (
 // kube-proxy ignores them, and so do we.
 const ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
 
+// The informers select what kube-proxy's do (cmd/kube-proxy/app/server.go,
+// v1.37): Services without the service-proxy-name label and with a
+// clusterIP other than None; EndpointSlices without the headless label.
+// Each label is read on its own kind only: a slice copies its Service's
+// labels, so a slice carrying service-proxy-name still belongs to a Service
+// kube-proxy proxies whenever that Service itself lacks the label, and a
+// Service labelled headless but with a cluster IP is proxied.
+
 // Config configures a kube Source.
 type Config struct {
 	NodeName string            // this node; its Node object is watched
@@ -34,13 +44,14 @@ type Config struct {
 
 // Source follows Services, EndpointSlices and this node's Node.
 type Source struct {
-	nodeName string
-	selector labels.Selector // Services and EndpointSlices we proxy
-	factory  informers.SharedInformerFactory
-	services corelisters.ServiceLister
-	slices   discoverylisters.EndpointSliceLister
-	nodes    corelisters.NodeLister
-	changes  signal
+	nodeName    string
+	svcSelector labels.Selector // Services kube-proxy proxies
+	epsSelector labels.Selector // EndpointSlices kube-proxy reads
+	factory     informers.SharedInformerFactory
+	services    corelisters.ServiceLister
+	slices      discoverylisters.EndpointSliceLister
+	nodes       corelisters.NodeLister
+	changes     signal
 
 	reportMu sync.Mutex // Report is never called concurrently
 	reportFn source.ReportFunc
@@ -57,21 +68,34 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the service-proxy-name selector: %w", err)
 	}
+	notHeadless, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the headless selector: %w", err)
+	}
 	s := &Source{
-		nodeName: cfg.NodeName,
-		selector: labels.NewSelector().Add(*notProxied),
-		changes:  newSignal(),
-		reportFn: cfg.Report,
+		nodeName:    cfg.NodeName,
+		svcSelector: labels.NewSelector().Add(*notProxied),
+		epsSelector: labels.NewSelector().Add(*notHeadless),
+		changes:     newSignal(),
+		reportFn:    cfg.Report,
 	}
 	// Resync 0: periodic resyncs would only replay the cache and wake the
-	// agent for nothing. The label selector also applies to EndpointSlices:
-	// the EndpointSlice controller copies Service labels onto them, which is
-	// why kube-proxy filters both the same way.
-	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s.selector.String() }))
+	// agent for nothing.
+	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0)
 
-	svcs := s.factory.Core().V1().Services()
-	slices := s.factory.Discovery().V1().EndpointSlices()
+	svcs := s.factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) {
+				o.LabelSelector = s.svcSelector.String()
+				o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+			})
+	})
+	slices := s.factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) { o.LabelSelector = s.epsSelector.String() })
+	})
 	// Only our own Node: watching all of them would wake every agent of the
 	// cluster on every node heartbeat.
 	nodes := s.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
@@ -81,10 +105,12 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 			})
 	})
-	s.services, s.slices, s.nodes = svcs.Lister(), slices.Lister(), corelisters.NewNodeLister(nodes.GetIndexer())
+	s.services = corelisters.NewServiceLister(svcs.GetIndexer())
+	s.slices = discoverylisters.NewEndpointSliceLister(slices.GetIndexer())
+	s.nodes = corelisters.NewNodeLister(nodes.GetIndexer())
 
 	for resource, inf := range map[string]cache.SharedIndexInformer{
-		"services": svcs.Informer(), "endpointslices": slices.Informer(), "nodes": nodes,
+		"services": svcs, "endpointslices": slices, "nodes": nodes,
 	} {
 		if err := inf.SetWatchErrorHandlerWithContext(s.watchErrors(resource)); err != nil {
 			return nil, fmt.Errorf("setting the %s watch error handler: %w", resource, err)
@@ -134,9 +160,10 @@ func (s *Source) Run(ctx context.Context, changed func()) error {
 func (s *Source) Snapshot() servicemap.Input {
 	in := servicemap.Input{NodeName: s.nodeName}
 	// Listers never fail. Selecting again here keeps the result right even
-	// if a server (or a fake clientset) ignored the selector.
-	in.Services, _ = s.services.List(s.selector)
-	in.Slices, _ = s.slices.List(s.selector)
+	// if a server (or a fake clientset) ignored the selector; servicemap
+	// skips clusterIP None itself.
+	in.Services, _ = s.services.List(s.svcSelector)
+	in.Slices, _ = s.slices.List(s.epsSelector)
 	if n, err := s.nodes.Get(s.nodeName); err == nil {
 		in.Nodes = []*corev1.Node{n}
 	}

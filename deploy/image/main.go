@@ -1,0 +1,61 @@
+// Command image builds socklb's container image without a container
+// engine (`make image`): socklb compiled for each architecture, static and
+// reproducible (-trimpath, no VCS stamp, fixed times), one image per
+// architecture under one OCI index, written as an OCI layout tarball that
+// `ctr images import`, `skopeo copy oci-archive:...` or `crane push` take.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/socklb/socklb/internal/oci"
+)
+
+func main() {
+	out := flag.String("out", "bin/socklb-image.tar", "the OCI layout tarball to write")
+	ref := flag.String("name", "localhost/socklb:dev", "the image's name (deploy/kustomization.yaml's images: newName:newTag)")
+	version := flag.String("version", "dev", "socklb's version, as `socklb version` prints it")
+	arches := flag.String("arch", "amd64,arm64", "GOARCH values, comma-separated")
+	flag.Parse()
+	if err := run(*out, *ref, *version, strings.Split(*arches, ",")); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, ref, version string, arches []string) error {
+	tmp, err := os.MkdirTemp("", "socklb-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	images := map[string]v1.Image{}
+	for _, arch := range arches {
+		bin := filepath.Join(tmp, "socklb-"+arch)
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
+			"-ldflags", "-s -w -buildid= -X main.version="+version, "-o", bin, "./cmd/socklb")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building socklb for %s: %w", arch, err)
+		}
+		if images[arch], err = oci.SocklbImage(arch, bin); err != nil {
+			return fmt.Errorf("image for %s: %w", arch, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := oci.WriteOCIIndex(out, ref, oci.Index(images)); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%s, %s)\n", out, ref, strings.Join(arches, ", "))
+	return nil
+}

@@ -1,0 +1,63 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Each optional kernel feature, forced off as on an older kernel: the agent
+// loads, Services work, and it says (log and metric) what is lost.
+
+// TestWithoutSetRetvalRefusesWithEPERM: before Linux 5.18 a cgroup
+// sock_addr program cannot choose connect()'s errno; rejecting gives EPERM.
+func TestWithoutSetRetvalRefusesWithEPERM(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"web.yaml":   svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
+		"empty.yaml": svcSpec{name: "empty", clusterIPs: []string{"10.96.0.20"}}.yaml(),
+	}, "--disable-kernel-features", "set_retval")
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.96.0.20:80/TCP")
+	if res := tcpN(t, e, e.client(), vip+":80", 10); res.OK != 10 {
+		t.Fatalf("a Service with endpoints: replies %v errors %v", res.Replies, res.Errors)
+	}
+	if res := tcpN(t, e, e.client(), "10.96.0.20:80", 3); res.Errors["EPERM"] != 3 {
+		t.Fatalf("no endpoints without bpf_set_retval: replies %v errors %v, want EPERM", res.Replies, res.Errors)
+	}
+	if !strings.Contains(e.agentLog(), "refuses connections with EPERM") {
+		t.Errorf("the agent did not warn about EPERM:\n%s", e.agentLog())
+	}
+	if m := e.scrape(); !strings.Contains(m, `socklb_kernel_feature_enabled{feature="set_retval"} 0`) ||
+		!strings.Contains(m, `socklb_kernel_feature_enabled{feature="sock_destroy"} 1`) {
+		t.Errorf("kernel feature metrics wrong:\n%s", grepLines(m, "socklb_kernel_feature"))
+	}
+}
+
+// TestWithoutSockDestroyServicesWork: before Linux 6.5 there is no
+// bpf_sock_destroy; socket termination is off, Services work, the agent
+// warns and the metric says so.
+func TestWithoutSockDestroyServicesWork(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"web.yaml": svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
+	}, "--disable-kernel-features", "sock_destroy")
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP")
+	if res := tcpN(t, e, e.client(), vip+":80", 10); res.OK != 10 {
+		t.Fatalf("replies %v errors %v", res.Replies, res.Errors)
+	}
+	if !strings.Contains(e.agentLog(), "will not be destroyed") {
+		t.Errorf("the agent did not warn that sockets will not be destroyed:\n%s", e.agentLog())
+	}
+	if m := e.scrape(); !strings.Contains(m, `socklb_kernel_feature_enabled{feature="sock_destroy"} 0`) ||
+		!strings.Contains(m, `socklb_kernel_feature_enabled{feature="set_retval"} 1`) {
+		t.Errorf("kernel feature metrics wrong:\n%s", grepLines(m, "socklb_kernel_feature"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

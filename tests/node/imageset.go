@@ -1,0 +1,96 @@
+package node
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/socklb/socklb/internal/oci"
+)
+
+// The e2e images the chosen tests run, under the names the suite expects
+// (k8s.io/kubernetes test/utils/image/manifest.go at v1.37.2).
+const (
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	BusyBoxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+)
+
+// LabclientImage holds tests/labclient beside agnhost, whose `pause`
+// keeps the pod up while the tests exec the client in it.
+const LabclientImage = "localhost/socklb-labclient:node"
+
+// Binaries are the static programs the images are made of.
+type Binaries struct {
+	Agnhost, Socklb, Labclient, BusyBox string
+}
+
+// BuildImages writes one OCI tarball per image into dir and returns their
+// paths: the e2e images under the names the suite expects, the pause
+// image, socklb's image and the labclient image. rootfs is AgnhostRootfs.
+func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
+	agnhost, err := oci.FilesLayer([]oci.File{{Path: "/agnhost", Src: b.Agnhost, Mode: 0o755}})
+	if err != nil {
+		return nil, err
+	}
+	base, err := oci.DirLayer(rootfs, dir)
+	if err != nil {
+		return nil, err
+	}
+	labclient, err := oci.FilesLayer([]oci.File{{Path: "/labclient", Src: b.Labclient, Mode: 0o755}})
+	if err != nil {
+		return nil, err
+	}
+	busybox, err := busyboxLayer(b.BusyBox)
+	if err != nil {
+		return nil, err
+	}
+	type spec struct {
+		ref             string
+		entrypoint, cmd []string
+		layers          []v1.Layer
+	}
+	specs := []spec{
+		{AgnhostImage, []string{"/agnhost"}, nil, []v1.Layer{base, agnhost}},
+		// agnhost's pause answers SIGTERM and reaps, as the pause image does.
+		{PauseImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost}},
+		{BusyBoxImage, nil, []string{"sh"}, []v1.Layer{busybox}},
+		{LabclientImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost, labclient}},
+	}
+	var out []string
+	for i, s := range specs {
+		img, err := oci.Image("amd64", s.entrypoint, s.cmd, s.layers...)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.ref, err)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("image-%d.tar", i))
+		if err := oci.WriteOCI(path, s.ref, img); err != nil {
+			return nil, err
+		}
+		out = append(out, path)
+	}
+	path := filepath.Join(dir, "image-socklb.tar")
+	if err := SocklbImageTarball(b.Socklb, path); err != nil {
+		return nil, fmt.Errorf("socklb's image: %w", err)
+	}
+	return append(out, path), nil
+}
+
+// busyboxLayer is Debian's static busybox with a link per applet in /bin,
+// as the busybox image has.
+func busyboxLayer(bin string) (v1.Layer, error) {
+	out, err := exec.Command(bin, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list (apt-get install busybox-static): %w", bin, err)
+	}
+	files := []oci.File{{Path: "/bin/busybox", Src: bin, Mode: 0o755}}
+	for _, a := range strings.Fields(string(out)) {
+		if a != "busybox" {
+			files = append(files, oci.File{Path: "/bin/" + a, Link: "busybox"})
+		}
+	}
+	files = append(files, oci.File{Path: "/tmp/.keep", Src: "/dev/null", Mode: 0o644})
+	return oci.FilesLayer(files)
+}

@@ -1,0 +1,164 @@
+//go:build node
+
+// The real-node tests run only through `make conformance` (build tag
+// "node"): they need root, the node binaries of tests/e2e/tools
+// (build.sh --node), containerd, runc, the CNI plugins, debootstrap and
+// busybox-static, and they take minutes.
+package node_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/tests/node"
+)
+
+var (
+	proxy     = flag.String("proxy", "socklb", "the Service proxy of the node: socklb (deploy/, as a DaemonSet) or kube-proxy (v1.37.2, iptables mode: the control)")
+	reportDir = flag.String("report-dir", "", "where TestConformance writes e2e.test's JUnit report (default: the run's directory)")
+	focus     = flag.String("focus", node.DefaultFocus, "e2e.test --ginkgo.focus")
+	skip      = flag.String("skip", node.DefaultSkip, "e2e.test --ginkgo.skip")
+
+	n    *node.Node
+	root string
+)
+
+// Environment variables the parent hands the child (Enter).
+const (
+	imagesEnv = "SOCKLB_NODE_IMAGES"
+	toolsEnv  = "SOCKLB_NODE_TOOLS"
+	dirEnv    = "SOCKLB_NODE_DIR"
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if root, err = lab.ModuleRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	if !node.Inside() {
+		return parent()
+	}
+	return child(m)
+}
+
+// parent prepares what needs the machine's network (the agnhost root
+// filesystem) and the images, then runs the tests again inside the node's
+// namespaces and cgroup, and removes that cgroup whatever happened.
+func parent() int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "node: needs root (namespaces, cgroups, containerd, kubelet, BPF)")
+		return 1
+	}
+	tools, reason := cluster.ToolsDir(root, node.NodeBinaries...)
+	if reason != "" {
+		fmt.Fprintln(os.Stderr, "node:", reason, "(make conformance builds them: tests/e2e/tools/build.sh --node)")
+		return 1
+	}
+	cacheDir := filepath.Join(filepath.Dir(tools), "node")
+	rootfs, err := node.AgnhostRootfs(cacheDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	work, err := os.MkdirTemp("", "socklb-node-images-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), BusyBox: "/bin/busybox",
+		Socklb: filepath.Join(work, "socklb"), Labclient: filepath.Join(work, "labclient")}
+	for out, pkg := range map[string]string{bins.Socklb: "./cmd/socklb", bins.Labclient: "./tests/labclient"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "node: go build %s: %v\n%s", pkg, err, b)
+			return 1
+		}
+	}
+	images, err := node.BuildImages(work, rootfs, bins)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node: images:", err)
+		return 1
+	}
+	// The run's directory is removed here, once the child's mount
+	// namespace is gone: while it lives, container root filesystems
+	// under it hold bind mounts of the machine's cgroup2 and bpffs.
+	dir, err := os.MkdirTemp("", "socklb-node-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	os.Setenv(imagesEnv, strings.Join(images, ","))
+	os.Setenv(toolsEnv, tools)
+	os.Setenv(dirEnv, dir)
+	code, err := node.Enter()
+	if os.Getenv("SOCKLB_NODE_KEEP") == "" {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "node: kept", dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	return code
+}
+
+// child runs inside the namespaces: the node, the proxy, the tests.
+func child(m *testing.M) int {
+	cg, err := node.Setup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node: setup:", err)
+		return 1
+	}
+	n, err = node.Start(os.Getenv(toolsEnv), os.Getenv(dirEnv), cg, strings.Split(os.Getenv(imagesEnv), ","))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "node: start: %v\n%s", err, n.LogTails(30))
+		return 1
+	}
+	defer n.Stop()
+	switch *proxy {
+	case "socklb":
+		if err := n.InstallSocklb(root); err != nil {
+			out, _ := n.Kubectl("-n", "kube-system", "describe", "pods")
+			logs, _ := n.Kubectl("-n", "kube-system", "logs", "--all-containers", "-l", "app.kubernetes.io/name=socklb", "--tail=50")
+			fmt.Fprintf(os.Stderr, "node: socklb: %v\n%s\n%s\n%s", err, out, logs, n.LogTails(30))
+			return 1
+		}
+	case "kube-proxy":
+		kp, err := n.StartKubeProxy()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "node: kube-proxy: %v\n%s", err, n.LogTails(30))
+			return 1
+		}
+		defer kp.Stop(10e9)
+	default:
+		fmt.Fprintf(os.Stderr, "node: --proxy=%q: want socklb or kube-proxy\n", *proxy)
+		return 2
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "node: tests failed; logs:\n%s", n.LogTails(40))
+	}
+	if *proxy == "socklb" {
+		if err := n.CheckHooks(true); err != nil {
+			fmt.Fprintln(os.Stderr, "node:", err)
+			code = 1
+		}
+	}
+	return code
+}

@@ -1,0 +1,73 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/socklb/socklb/tests/cluster"
+)
+
+// The node's addresses. They exist only inside the node's network
+// namespace, which has no route anywhere else.
+const (
+	Bridge  = "cni0"
+	PodCIDR = "10.244.0.0/24"
+	// NodeIP is the bridge's own address: the node's InternalIP, the API
+	// server's address, and the pods' gateway, so the `kubernetes` Service
+	// works from pods on-link.
+	NodeIP = "10.244.0.1"
+)
+
+// SetupBridge makes the pods' bridge with the node's address before the
+// first pod: the CNI bridge plugin adopts it (same name, same gateway).
+func SetupBridge() error {
+	for _, args := range [][]string{
+		{"link", "add", Bridge, "type", "bridge"},
+		{"addr", "add", NodeIP + "/24", "dev", Bridge},
+		{"link", "set", Bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	return nil
+}
+
+// WriteCNIConfig writes the conflist containerd hands the bridge plugin.
+// Pods reach the pod CIDR on-link and get a route to the Service CIDR (kube-proxy, in the
+// control run, DNATs in the node's PREROUTING) through the bridge, and no
+// default route; no masquerade.
+func WriteCNIConfig(confDir, dataDir string) error {
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "socklb-node",
+		"plugins": []any{
+			map[string]any{
+				"type":        "bridge",
+				"bridge":      Bridge,
+				"isGateway":   true,
+				"ipMasq":      false,
+				"hairpinMode": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"dataDir": dataDir,
+					"ranges":  [][]map[string]string{{{"subnet": PodCIDR, "gateway": NodeIP}}},
+					// The pod CIDR is on-link already.
+					"routes": []map[string]string{{"dst": cluster.ServiceCIDR}},
+				},
+			},
+			map[string]any{"type": "loopback"},
+		},
+	}
+	b, err := json.MarshalIndent(conf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(confDir, "10-socklb-node.conflist"), b, 0o644)
+}
