@@ -228,7 +228,9 @@ func TestFullMapKeepsTheRest(t *testing.T) {
 		if proto == "TCP" {
 			res, err = e.client().TCP(e.ctx(), e.cg, addr, 30)
 		} else {
-			res, err = e.client().UDP(e.ctx(), e.cg, addr, 30)
+			// A socket per query: one unconnected socket keeps one
+			// backend per Service port, so it would not show the spread.
+			res, err = e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", addr, "--count", "30", "--reconnect")
 		}
 		if err != nil {
 			t.Fatal(err)
