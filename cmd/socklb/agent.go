@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,11 +30,14 @@ type agentFlags struct {
 	disableFeatures                     []datapath.Feature
 	maxServices, maxBackends, maxRevNAT uint
 	maxAffinity                         uint
-	healthTimeout                       time.Duration
+	healthTimeout, lockTimeout          time.Duration
+	pinCheckInterval                    time.Duration
 	hostNSOnly                          bool
-	profiling                           bool
+	profiling, profilingAllowRemote     bool
+	perServiceMetrics                   bool
 	terminateSockets                    string
 	nodePortAddresses                   nodePortFlag
+	externalIPCIDRs                     []netip.Prefix
 }
 
 func parseAgentFlags(args []string) (agentFlags, error) {
@@ -51,17 +56,26 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 	// socket-local storage, which has no capacity to set.
 	fs.UintVar(&f.maxRevNAT, "max-revnat", 0, "ignored (deprecated): per-socket state lives in socket-local storage, freed with each socket")
 	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
-	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag)")
+	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
+	fs.BoolVar(&f.profilingAllowRemote, "profiling-allow-remote", false, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")
+	fs.BoolVar(&f.perServiceMetrics, "per-service-metrics", false, "export socklb_service_connections_total and socklb_service_datagrams_total: two series per Service port (300k per node at 100k Services), so off by default")
 	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	disable := fs.String("disable-kernel-features", "", "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
 	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
+	eic := fs.String("external-ip-cidrs", "", "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
+		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
+	fs.DurationVar(&f.lockTimeout, "lock-timeout", datapath.DefaultLockTimeout, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
+	fs.DurationVar(&f.pinCheckInterval, "pin-check-interval", agent.DefaultPinCheckInterval, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
 	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	var err error
 	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
+		return f, err
+	}
+	if f.externalIPCIDRs, err = parseExternalIPCIDRs(*eic); err != nil {
 		return f, err
 	}
 	if f.disableFeatures, err = datapath.ParseFeatures(*disable); err != nil {
@@ -77,6 +91,10 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}
+	}
+	if f.profiling && !f.profilingAllowRemote && f.metricsAddr != "" && !isLoopbackAddr(f.metricsAddr) {
+		return f, fmt.Errorf("--profiling on --metrics-bind-address %s would serve /debug/pprof/ without authentication to every host that reaches it: "+
+			"bind metrics to 127.0.0.1 (the default), drop --profiling, or add --profiling-allow-remote if the network is trusted", f.metricsAddr)
 	}
 	if f.nodeName == "" {
 		h, err := os.Hostname()
@@ -104,7 +122,7 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
-	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, log: log}
+	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, externalIPCIDRs: f.externalIPCIDRs, log: log}
 	if f.cgroupPath == "" {
 		if f.cgroupPath, err = datapath.Cgroup2Root(); err != nil {
 			return err
@@ -120,7 +138,11 @@ func runAgent(args []string) error {
 		HostNSOnly:  f.hostNSOnly,
 
 		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
-		DisableFeatures:  f.disableFeatures,
+		LockTimeout:      f.lockTimeout,
+		LockWait: func(holder string) {
+			log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
+		},
+		DisableFeatures: f.disableFeatures,
 	})
 	if err != nil {
 		return err
@@ -139,8 +161,16 @@ func runAgent(args []string) error {
 
 	health := agent.NewHealth(f.healthTimeout)
 	metrics := agent.NewMetrics()
-	if err := metrics.CollectServiceStats(func() ([]datapath.ServiceDump, error) { return datapath.Dump(f.bpffsPath) }); err != nil {
-		return fmt.Errorf("registering per-Service connection metrics: %w", err)
+	if err := metrics.SetBuildInfo(version, vcsRevision()); err != nil {
+		return fmt.Errorf("registering socklb_build_info: %w", err)
+	}
+	if err := metrics.CollectMapPressure(dp.MapUsage); err != nil {
+		return fmt.Errorf("registering map pressure metrics: %w", err)
+	}
+	if f.perServiceMetrics {
+		if err := metrics.CollectServiceStats(dp.ServiceStats); err != nil {
+			return fmt.Errorf("registering per-Service connection metrics: %w", err)
+		}
 	}
 	if err := metrics.CollectSocketState(dp.SocketStateEvents); err != nil {
 		return fmt.Errorf("registering socket state metrics: %w", err)
@@ -162,10 +192,25 @@ func runAgent(args []string) error {
 	// do; they stop with the agent, as kube-proxy's do.
 	hc := &healthcheck.Server{Log: log, Healthy: func() bool { _, st := health.Status(false); return st.Healthy }}
 	defer hc.Close()
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc}
+	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc,
+		Pins: dp, PinCheckInterval: f.pinCheckInterval}
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
+}
+
+// isLoopbackAddr tells whether a bind address (host:port) listens on
+// loopback only; an empty host or an unspecified address listens on all.
+func isLoopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 func newSource(f agentFlags, report source.ReportFunc) (source.Source, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,14 @@ func TestParseAgentFlags(t *testing.T) {
 		{"bad nodeport cidr", []string{"--nodeport-addresses", "10.0.0.0/8,nope"}, `"nope" is not a CIDR`},
 		{"nodeport cidrs", []string{"--nodeport-addresses", "10.0.0.0/8, fd00::/64"}, ""},
 		{"nodeport keywords", []string{"--nodeport-addresses", "primary,localhost,all,10.0.0.0/8"}, ""},
+		{"profiling on loopback", []string{"--profiling"}, ""},
+		{"profiling on loopback v6", []string{"--profiling", "--metrics-bind-address", "[::1]:10249"}, ""},
+		{"profiling on all addresses", []string{"--profiling", "--metrics-bind-address", "0.0.0.0:10249"}, "--profiling on --metrics-bind-address 0.0.0.0:10249 would serve /debug/pprof/ without authentication"},
+		{"profiling on an empty host", []string{"--profiling", "--metrics-bind-address", ":10249"}, "--profiling-allow-remote"},
+		{"profiling on a node address", []string{"--profiling", "--metrics-bind-address", "192.0.2.1:10249"}, "--profiling-allow-remote"},
+		{"profiling remote, explicitly", []string{"--profiling", "--profiling-allow-remote", "--metrics-bind-address", "0.0.0.0:10249"}, ""},
+		{"external ip cidrs", []string{"--external-ip-cidrs", "203.0.113.0/24"}, ""},
+		{"bad external ip cidr", []string{"--external-ip-cidrs", "203.0.113.1"}, `--external-ip-cidrs: "203.0.113.1" is not a CIDR`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := parseAgentFlags(tc.args)
@@ -27,7 +36,8 @@ func TestParseAgentFlags(t *testing.T) {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
 				}
-				if f.nodeName == "" || f.bpffsPath != defaultBPFFS || f.healthzAddr != "0.0.0.0:10256" || f.metricsAddr != "127.0.0.1:10249" {
+				if f.nodeName == "" || f.bpffsPath != defaultBPFFS || f.healthzAddr != "0.0.0.0:10256" ||
+					(f.metricsAddr != "127.0.0.1:10249" && !slices.Contains(tc.args, "--metrics-bind-address")) {
 					t.Fatalf("defaults not kube-proxy's: %+v", f)
 				}
 				return

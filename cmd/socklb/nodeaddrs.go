@@ -17,8 +17,9 @@ import (
 // new address is picked up with the next API change.
 type withNodeAddresses struct {
 	source.Source
-	filter nodePortFlag
-	log    *slog.Logger
+	filter          nodePortFlag
+	externalIPCIDRs []netip.Prefix
+	log             *slog.Logger
 }
 
 func (s withNodeAddresses) Snapshot() servicemap.Input {
@@ -30,7 +31,27 @@ func (s withNodeAddresses) Snapshot() servicemap.Input {
 	in.LocalAddresses = addrs
 	in.NodePortAddresses = s.filter.prefixes
 	in.NodePortPrimary = s.filter.primary
+	in.ExternalIPCIDRs = s.externalIPCIDRs
 	return in
+}
+
+// parseExternalIPCIDRs reads --external-ip-cidrs: a comma separated list
+// of CIDRs, without keywords (an allowlist of "all" would undo the rule
+// it widens; 0.0.0.0/0 says so explicitly).
+func parseExternalIPCIDRs(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("--external-ip-cidrs: %q is not a CIDR (e.g. 203.0.113.0/24,2001:db8::/64): %w", f, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // nodePortFlag is --nodeport-addresses as kube-proxy v1.37 reads it.

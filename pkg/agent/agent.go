@@ -47,6 +47,10 @@ type Agent struct {
 	// every sync (package healthcheck).
 	HealthChecks HealthCheckSyncer
 
+	// Pins, if set, is checked every PinCheckInterval (zero: the default).
+	Pins             PinRepairer
+	PinCheckInterval time.Duration
+
 	// RetryMin and RetryMax bound the backoff of retries after a sync that
 	// failed to program some frontend; zero means the defaults.
 	RetryMin, RetryMax time.Duration
@@ -98,6 +102,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- a.Source.Run(ctx, changed) }()
+	if a.Pins != nil {
+		go a.watchPins(ctx)
+	}
 	var (
 		retry   *time.Timer
 		retryC  <-chan time.Time
@@ -170,7 +177,7 @@ func (a *Agent) sync() bool {
 	if ok {
 		a.Health.Updated(start)
 	} else {
-		a.Health.Failed()
+		a.Health.Failed(start)
 	}
 	a.Metrics.observeSync(d, done, state, res, in)
 	if res.Upserted > 0 || res.Removed > 0 || len(res.Failed) > 0 {

@@ -19,13 +19,19 @@ const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 // Health answers /healthz and /livez with kube-proxy's semantics
 // (k8s.io/kubernetes/pkg/proxy/healthcheck.ProxyHealthServer):
 //
-//   - unhealthy (503) when a change has been queued for longer than Timeout
-//     without a sync applying it; healthy while starting up (before the
-//     first sync) and whenever nothing waits;
+//   - /healthz is unhealthy (503) when a change has been queued for longer
+//     than Timeout without a sync applying it; healthy while starting up
+//     (before the first sync) and whenever nothing waits;
 //   - /healthz is also 503 when this node is not eligible: its Node has a
 //     deletionTimestamp, carries the ToBeDeletedByClusterAutoscaler taint,
-//     or was deleted. /livez ignores the node, so a draining node's agent is
-//     not restarted by its liveness probe;
+//     or was deleted;
+//   - /livez ignores the node (a draining node's agent is not restarted)
+//     and, unlike kube-proxy's, ignores syncs that ran but failed to
+//     program something: it fails only when a change has waited Timeout
+//     without any sync finishing, i.e. when the sync loop itself is stuck.
+//     A frontend that cannot be programmed (a full map) fails again after
+//     every restart, so restarting would only add a restart loop to the
+//     outage; it is a readiness (/healthz) and metric signal instead;
 //   - the body is JSON {lastUpdated, currentTime, nodeEligible (healthz
 //     only), healthy}; lastUpdated is the current time when healthy, as
 //     kube-proxy reports for compatibility with older releases.
@@ -41,11 +47,13 @@ type Health struct {
 
 	mu          sync.Mutex
 	queued      time.Time // oldest change not yet applied; zero when none
+	unread      time.Time // oldest change no finished sync has read, applied or not
 	lastQueued  time.Time // newest change queued
 	lastUpdated time.Time // when the last successful sync finished
 	attempted   bool      // a sync has finished, successful or not
 	nodeSeen    bool
 	eligible    bool
+	pinsErr     error // the pins under --bpffs-path cannot be trusted; nil when they can
 
 	healthzTotal, livezTotal *prometheus.CounterVec // optional, set by Agent.Run
 }
@@ -62,6 +70,9 @@ func (h *Health) Queued(t time.Time) {
 	if h.queued.IsZero() {
 		h.queued = t
 	}
+	if h.unread.IsZero() {
+		h.unread = t
+	}
 	if t.After(h.lastQueued) {
 		h.lastQueued = t
 	}
@@ -76,22 +87,40 @@ func (h *Health) Updated(t time.Time) {
 	defer h.mu.Unlock()
 	h.lastUpdated = h.Now()
 	h.attempted = true
-	switch {
-	case h.queued.IsZero():
-	case !h.lastQueued.After(t):
-		h.queued = time.Time{}
-	case h.queued.Before(t):
-		h.queued = t
-	}
+	h.settle(&h.queued, t)
+	h.settle(&h.unread, t)
 }
 
-// Failed records a sync that left some frontend unprogrammed: nothing
-// queued counts as applied (kube-proxy does not call Updated when
-// iptables-restore fails), but the agent is no longer starting up.
-func (h *Health) Failed() {
+// Failed records a sync that read the objects at t and left some frontend
+// unprogrammed: nothing queued counts as applied (kube-proxy does not call
+// Updated when iptables-restore fails), but the sync loop is alive: it read
+// what was queued up to t.
+func (h *Health) Failed(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.attempted = true
+	h.settle(&h.unread, t)
+}
+
+// settle marks the changes queued at or before t as handled in *pending;
+// one queued after t still waits, since t.
+func (h *Health) settle(pending *time.Time, t time.Time) {
+	switch {
+	case pending.IsZero():
+	case !h.lastQueued.After(t):
+		*pending = time.Time{}
+	case pending.Before(t):
+		*pending = t
+	}
+}
+
+// PinsBroken records whether the agent's pins are in place (nil) or not:
+// with a hook detached under it the agent is not serving, whatever its
+// syncs say, so /healthz fails until they are back.
+func (h *Health) PinsBroken(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pinsErr = err
 }
 
 // SyncNode records this node's Node object; nil means it is not in the
@@ -136,7 +165,14 @@ func (h *Health) Status(withNode bool) (code int, st HealthStatus) {
 	st = HealthStatus{LastUpdated: h.lastUpdated, CurrentTime: now, Healthy: true}
 	// Healthy while starting up (no sync finished yet) and when nothing
 	// waits; late once the oldest waiting change is Timeout old.
-	if h.attempted && !h.queued.IsZero() && now.Sub(h.queued) >= h.Timeout {
+	waiting := h.queued
+	if !withNode {
+		waiting = h.unread
+	}
+	if h.attempted && !waiting.IsZero() && now.Sub(waiting) >= h.Timeout {
+		st.Healthy = false
+	}
+	if withNode && h.pinsErr != nil {
 		st.Healthy = false
 	}
 	ok := st.Healthy
@@ -157,7 +193,8 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serve(w, true)
 }
 
-// Livez returns the /livez handler: the same timeout, without the node.
+// Livez returns the /livez handler: the same timeout, counted until a
+// sync finishes rather than succeeds, without the node.
 func (h *Health) Livez() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, false) })
 }

@@ -99,8 +99,8 @@ func TestHealthStartingUp(t *testing.T) {
 	wantCodes(t, f, "queued before the first sync", 200, 200)
 	// A first sync that fails ends the start-up grace: the change is still
 	// not applied, and has waited a minute.
-	f.Health.Failed()
-	wantCodes(t, f, "first sync failed", 503, 503)
+	f.Health.Failed(f.now)
+	wantCodes(t, f, "first sync failed: not ready, but alive", 503, 200)
 	f.Health.Updated(f.now)
 	wantCodes(t, f, "retry succeeded", 200, 200)
 }
@@ -129,9 +129,32 @@ func TestHealthFailedSyncIsNotAnUpdate(t *testing.T) {
 	f.Health.Updated(f.at(0))
 	f.Health.Queued(f.at(time.Second))
 	f.set(2 * time.Second)
-	f.Health.Failed()
+	f.Health.Failed(f.now)
 	f.set(time.Second + timeout)
-	wantCodes(t, f, "failing since the change", 503, 503)
+	wantCodes(t, f, "failing since the change", 503, 200)
+}
+
+// TestLivezIgnoresPersistentProgrammingFailure: a frontend that never fits
+// (a full map) fails every sync. Restarting the agent cannot fix that, so
+// /livez stays 200 while syncs keep running; /healthz (readiness, and load
+// balancers' node health) is 503 as kube-proxy's. /livez fails only when
+// the loop stops: a change no sync has read for Timeout.
+func TestLivezIgnoresPersistentProgrammingFailure(t *testing.T) {
+	f := newFakeHealth()
+	f.Health.Updated(f.at(0))
+	f.Health.Queued(f.at(time.Second))
+	for s := 2 * time.Second; s < 10*time.Minute; s += 30 * time.Second { // the retry backoff's cap
+		f.set(s)
+		f.Health.Failed(f.now)
+		f.set(s + 29*time.Second)
+		wantCodes(t, f, "retrying a full map", 503, 200)
+	}
+	// A change arrives and the loop stops reading: now it is stuck.
+	f.Health.Queued(f.now)
+	f.set(f.now.Sub(t0) + timeout)
+	wantCodes(t, f, "sync loop stuck", 503, 503)
+	f.Health.Failed(f.now)
+	wantCodes(t, f, "loop alive again, still failing", 503, 200)
 }
 
 func node(mod func(*corev1.Node)) *corev1.Node {

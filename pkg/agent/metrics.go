@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -35,6 +38,8 @@ type Metrics struct {
 	services           prometheus.Gauge
 	noLocalEndpoints   *prometheus.GaugeVec
 	problems           *prometheus.GaugeVec
+	refusedExternalIPs prometheus.Gauge
+	pinsRepairedTotal  prometheus.Counter
 	failures           prometheus.Counter
 	upserts            prometheus.Counter
 	removals           prometheus.Counter
@@ -111,6 +116,14 @@ func NewMetrics() *Metrics {
 			Name: "socklb_unusable_objects",
 			Help: "Problems found in the last sync per object (or part of one) that could not be used and was skipped; the agent log gives each reason.",
 		}, []string{"kind", "object"}),
+		refusedExternalIPs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "socklb_refused_external_ips",
+			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
+		}),
+		pinsRepairedTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "socklb_pins_repaired_total",
+			Help: "Pinned maps and links found missing under the running agent and re-created (a link pin removed detaches its hook until then).",
+		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_map_update_errors_total",
 			Help: "Frontends that could not be written to the BPF maps, counted per sync attempt (kubeproxy_sync_proxy_rules_iptables_restore_failures_total).",
@@ -144,11 +157,25 @@ func NewMetrics() *Metrics {
 		Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
 		Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
 	}, func() float64 { return float64(m.pendingNow().slices) })
+	// The Go runtime and the process, as every Kubernetes component
+	// exports them: RSS, CPU, open files, goroutines, GC pauses.
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
-		m.problems, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
+		m.problems, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
+}
+
+// SetBuildInfo exports socklb_build_info, constant 1, labelled with what
+// is running: the way to see a half-done rollout across nodes.
+func (m *Metrics) SetBuildInfo(version, revision string) error {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "socklb_build_info",
+		Help: "Always 1; the labels say which socklb build is running.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(version, revision, runtime.Version()).Set(1)
+	return m.Registry.Register(g)
 }
 
 // queued records that a change queued a sync at t.
@@ -225,9 +252,16 @@ func (m *Metrics) observeProgramming(d time.Duration) {
 // (bad input), and an alert can say which object to fix.
 func (m *Metrics) setProblems(problems []servicemap.Problem) {
 	m.problems.Reset()
+	refused := 0
 	for _, p := range problems {
 		m.problems.WithLabelValues(p.Kind, p.ObjectName()).Inc()
+		if strings.Contains(p.Reason, servicemap.RefusedExternalIP) {
+			refused++
+		}
 	}
+	m.refusedExternalIPs.Set(float64(refused))
 }
+
+func (m *Metrics) pinsRepaired(n int) { m.pinsRepairedTotal.Add(float64(n)) }
 
 func (m *Metrics) addFailures(n int) { m.failures.Add(float64(n)) }

@@ -6,15 +6,17 @@ import (
 	"github.com/socklb/socklb/pkg/datapath"
 )
 
-// StatsReader reads the live maps with their per-backend counters;
-// datapath.Dump(bpffsPath) is one.
+// StatsReader reads the programmed frontends with their per-backend
+// counters; (*datapath.Datapath).ServiceStats is one.
 type StatsReader func() ([]datapath.ServiceDump, error)
 
 // CollectServiceStats exports the BPF stats map, read at each scrape and
 // summed per Service port, as socklb_service_connections_total and
 // socklb_service_datagrams_total: what `iptables -L -v` shows per KUBE-SVC
-// chain, which kube-proxy does not export at all. A backend's counters start
-// over when its backend is removed and re-added, which rate() treats as a
+// chain, which kube-proxy does not export at all. They are two series per
+// Service port (300 000 per node at 100k Services), so the agent exports
+// them only with --per-service-metrics. A backend's counters start over
+// when its backend is removed and re-added, which rate() treats as a
 // counter reset. A failed read is counted in socklb_service_stats_errors_total
 // and the scrape goes on without the per-Service series.
 func (m *Metrics) CollectServiceStats(read StatsReader) error {
@@ -71,5 +73,51 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range order {
 		ch <- prometheus.MustNewConstMetric(c.connects, prometheus.CounterValue, float64(total[k].connects), k.ns, k.name, k.port)
 		ch <- prometheus.MustNewConstMetric(c.datagrams, prometheus.CounterValue, float64(total[k].datagrams), k.ns, k.name, k.port)
+	}
+}
+
+// UsageReader reads how full each BPF map is; (*datapath.Datapath).MapUsage
+// is one.
+type UsageReader func() ([]datapath.MapUsage, error)
+
+// CollectMapPressure exports socklb_bpf_map_pressure{map}: entries over
+// capacity, read at each scrape, so an alert fires before a map is full
+// and a frontend fails to program (Cilium's cilium_bpf_map_pressure).
+// A map that could not be read is left out and counted.
+func (m *Metrics) CollectMapPressure(read UsageReader) error {
+	return m.Registry.Register(&pressureCollector{
+		read: read,
+		pressure: prometheus.NewDesc("socklb_bpf_map_pressure",
+			"Entries over capacity of each BPF map (1 is full: writes fail, or an LRU map evicts live entries); the --max-* flags set the capacities.",
+			[]string{"map"}, nil),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "socklb_bpf_map_pressure_errors_total",
+			Help: "Scrapes that could not count the entries of some BPF map.",
+		}),
+	})
+}
+
+type pressureCollector struct {
+	read     UsageReader
+	pressure *prometheus.Desc
+	errors   prometheus.Counter
+}
+
+func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pressure
+	c.errors.Describe(ch)
+}
+
+func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
+	defer c.errors.Collect(ch)
+	usage, err := c.read()
+	if err != nil {
+		c.errors.Inc()
+	}
+	for _, u := range usage {
+		if u.Capacity == 0 {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.pressure, prometheus.GaugeValue, float64(u.Entries)/float64(u.Capacity), u.Name)
 	}
 }

@@ -35,8 +35,8 @@ var hooks = []hook{
 // one step (link update), so an upgrade never leaves the cgroup without a
 // hook, not even for a moment.
 func attachHooks(cfg Config, progs *socklbbpf.SocklbPrograms) error {
-	if err := os.MkdirAll(linksDir(cfg.BPFFSPath), 0o700); err != nil {
-		return fmt.Errorf("creating link pin directory: %w", err)
+	if err := ensurePinDir(linksDir(cfg.BPFFSPath)); err != nil {
+		return err
 	}
 	cgid, err := cgroupID(cfg.CgroupPath)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,15 +21,48 @@ func ensureBPFFS(path string) error {
 		if err := os.MkdirAll(defaultBPFFS, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", defaultBPFFS, err)
 		}
-		if err := unix.Mount("bpf", defaultBPFFS, "bpf", 0, ""); err != nil {
-			return fmt.Errorf("%s is not a bpf filesystem and mounting one there failed (%w): mount it with `mount -t bpf bpf %s`", defaultBPFFS, err, defaultBPFFS)
+		if err := mountBPFFS(defaultBPFFS); err != nil {
+			return fmt.Errorf("%s is not a bpf filesystem and mounting one there failed (%w): mount it with `mount -t bpf -o mode=0700 bpf %s`", defaultBPFFS, err, defaultBPFFS)
 		}
 	}
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return fmt.Errorf("creating pin directory %s: %w", path, err)
+	if err := ensurePinDir(path); err != nil {
+		return err
 	}
 	if !isBPFFS(path) {
-		return fmt.Errorf("%s is not on a bpf filesystem: mount one (`mount -t bpf bpf DIR`) and pass a directory under it as --bpffs-path", path)
+		return fmt.Errorf("%s is not on a bpf filesystem: mount one (`mount -t bpf -o mode=0700 bpf DIR`) and pass a directory under it as --bpffs-path", path)
+	}
+	return nil
+}
+
+// mountBPFFS mounts a bpf filesystem private to root, as systemd mounts
+// /sys/fs/bpf. Without mode= the kernel gives its root 1777, and any user
+// of the node may then pin objects there and squat on the names other BPF
+// software expects.
+func mountBPFFS(dir string) error {
+	return unix.Mount("bpf", dir, "bpf", 0, "mode=0700")
+}
+
+// ensurePinDir creates dir (and missing parents) 0700, or checks that an
+// existing one is a directory of this user (root) that nobody else may
+// enter: whoever can write in it can replace a pinned map or link, and so
+// the translations of every socket on the node.
+func ensurePinDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating pin directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("checking pin directory %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok {
+		return fmt.Errorf("pin directory %s is not a directory (a symlink or a file): remove it and restart, or pass another --bpffs-path", dir)
+	}
+	uid := uint32(os.Geteuid())
+	if fi.Mode().Perm() != 0o700 || st.Uid != uid {
+		return fmt.Errorf("pin directory %s has mode %04o and owner uid %d; socklb's pins must be private to uid %d (mode 0700): "+
+			"fix it with `chown %d %s && chmod 0700 %s` if you trust what it holds, or remove it (`socklb cleanup --bpffs-path ...`) and restart",
+			dir, fi.Mode().Perm(), st.Uid, uid, uid, dir, dir)
 	}
 	return nil
 }

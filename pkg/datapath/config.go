@@ -8,6 +8,7 @@ package datapath
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 )
 
 // Config says where the datapath lives and how big its maps are.
@@ -28,6 +29,11 @@ type Config struct {
 	// leaves (default TerminateUDP). Needs a cgroup (it walks the network
 	// namespaces of the cgroup's processes) and Linux 6.5+.
 	TerminateSockets SocketTermination
+	// LockTimeout is how long Open waits for another agent to release the
+	// pin directory (default DefaultLockTimeout); LockWait, if set, is
+	// called once when it has to wait, with the holder's pid if known.
+	LockTimeout time.Duration
+	LockWait    func(holder string)
 	// DisableFeatures are taken as missing whatever the kernel has: to run
 	// an older kernel's fallbacks (tests), or to avoid a broken feature.
 	DisableFeatures []Feature
@@ -56,6 +62,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAffinity == 0 {
 		c.MaxAffinity = DefaultMaxAffinity
+	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = DefaultLockTimeout
 	}
 	return c
 }

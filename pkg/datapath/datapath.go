@@ -15,6 +15,7 @@ type Datapath struct {
 	cfg  Config
 	objs *socklbbpf.SocklbObjects
 	t    tables
+	lock *pinLock // held for the Datapath's life: one writer per pin directory
 
 	mu         sync.Mutex
 	current    map[servicemap.FrontendKey]*Service
@@ -39,17 +40,27 @@ func Open(cfg Config) (*Datapath, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
+		return nil, err
+	}
+	lock, err := lockPins(cfg.BPFFSPath, cfg.LockTimeout, cfg.LockWait)
+	if err != nil {
+		return nil, err
+	}
 	retvalErr, err := probeSetRetval(cfg)
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	objs, err := loadObjects(cfg, retvalErr == nil)
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	d := &Datapath{
 		cfg:        cfg,
 		objs:       objs,
+		lock:       lock,
 		t:          tablesOf(&objs.SocklbMaps),
 		svcIDs:     newIDAllocator(cfg.MaxServices),
 		backendIDs: newIDAllocator(cfg.MaxBackends),
@@ -58,12 +69,12 @@ func Open(cfg Config) (*Datapath, error) {
 		groups:     map[affinityGroup]*groupRef{},
 	}
 	if err := d.adopt(); err != nil {
-		objs.Close()
+		d.Close()
 		return nil, fmt.Errorf("adopting pinned state under %s: %w", cfg.BPFFSPath, err)
 	}
 	if cfg.CgroupPath != "" {
 		if err := attachHooks(cfg, &objs.SocklbPrograms); err != nil {
-			objs.Close()
+			d.Close()
 			return nil, err
 		}
 		switch {
@@ -85,11 +96,15 @@ func (d *Datapath) SocketTerminationError() error { return d.termErr }
 
 // Close releases this process's handles. Pinned maps and links stay, so the
 // hooks keep translating with the last programmed state.
+// The pin directory's lock is released last, once nothing of this process
+// can write any more.
 func (d *Datapath) Close() error {
 	if d.term != nil {
 		d.term.Close()
 	}
-	return d.objs.Close()
+	err := d.objs.Close()
+	d.lock.release()
+	return err
 }
 
 // Maps exposes the loaded maps to tests that load programs beside them.

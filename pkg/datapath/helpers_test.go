@@ -42,7 +42,7 @@ func pinDir(t *testing.T) string {
 	}
 	dir := filepath.Join(mnt, fmt.Sprintf("socklb-%d", pinSeq.Add(1)))
 	t.Cleanup(func() {
-		if err := Cleanup(dir); err != nil {
+		if err := Cleanup(dir, false); err != nil {
 			t.Errorf("cleanup of %s: %v", dir, err)
 		}
 		if err := unix.Unmount(mnt, 0); err != nil {

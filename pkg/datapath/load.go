@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -17,8 +16,8 @@ func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, error) {
 	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(mapsDir(cfg.BPFFSPath), 0o700); err != nil {
-		return nil, fmt.Errorf("creating pin directory: %w", err)
+	if err := ensurePinDir(mapsDir(cfg.BPFFSPath)); err != nil {
+		return nil, err
 	}
 	spec, err := socklbbpf.LoadSocklb()
 	if err != nil {

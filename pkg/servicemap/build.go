@@ -43,6 +43,8 @@ func build(in Input, cache *Cache) (State, []Problem) {
 		b.offers = make([]offer, 0, cache.lastOffers)
 	}
 	b.nodeAddrs = b.nodePortAddresses(in)
+	b.ownAddrs = ownAddresses(in)
+	b.extCIDRs = in.ExternalIPCIDRs
 	bySvc := b.indexSlices(in.Slices)
 
 	svcs := make([]*corev1.Service, 0, len(in.Services))
@@ -88,6 +90,8 @@ type builder struct {
 	offers    []offer
 	node      nodeInfo
 	nodeAddrs []netip.Addr // where NodePorts are served, sorted
+	ownAddrs  []netip.Addr // this node's addresses, unfiltered, sorted: externalIPs it may capture
+	extCIDRs  []netip.Prefix
 	problems  []Problem
 }
 

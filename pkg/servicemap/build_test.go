@@ -507,7 +507,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 	}
 	nodes := []*corev1.Node{node("node-b", "zone-b", "InternalIP=10.1.0.6"), node("node-a", "zone-a", "InternalIP=10.1.0.5")}
 	local := []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("192.168.1.5")}
-	in := Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local}
+	in := Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local, ExternalIPCIDRs: allAddresses}
 	wantState, wantProblems := Build(in)
 	if len(wantState) != 12 || len(wantProblems) < 6 {
 		t.Fatalf("fixture does not exercise enough: %d frontends, %d problems", len(wantState), len(wantProblems))
@@ -516,7 +516,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
 		in := Input{Services: slices.Clone(services), Slices: slices.Clone(endpointSlices), Nodes: slices.Clone(nodes),
-			NodeName: "node-a", LocalAddresses: slices.Clone(local)}
+			NodeName: "node-a", LocalAddresses: slices.Clone(local), ExternalIPCIDRs: allAddresses}
 		r.Shuffle(len(in.Services), func(i, j int) { in.Services[i], in.Services[j] = in.Services[j], in.Services[i] })
 		r.Shuffle(len(in.Slices), func(i, j int) { in.Slices[i], in.Slices[j] = in.Slices[j], in.Slices[i] })
 		r.Shuffle(len(in.Nodes), func(i, j int) { in.Nodes[i], in.Nodes[j] = in.Nodes[j], in.Nodes[i] })

@@ -76,5 +76,5 @@ func (c *Cache) sweep() {
 // nodeFingerprint is every node fact addService reads; when it changes,
 // every Service is rebuilt.
 func (b *builder) nodeFingerprint() string {
-	return fmt.Sprint(b.node, b.nodeAddrs)
+	return fmt.Sprint(b.node, b.nodeAddrs, b.ownAddrs, b.extCIDRs)
 }

@@ -20,6 +20,10 @@ type buildCase struct {
 	nodeName string
 	local    []string // Input.LocalAddresses
 	filter   []string // Input.NodePortAddresses
+	// extCIDRs is Input.ExternalIPCIDRs; nil allows every address, the
+	// setting the cases written before the node-address rule assume, so
+	// a case about that rule sets it (to empty for the default).
+	extCIDRs []string
 	primary  bool     // Input.NodePortPrimary
 	want     []string // render(State)
 	problems []string // each a substring of the problem at that index
@@ -33,8 +37,17 @@ func (tc buildCase) input() Input {
 	for _, p := range tc.filter {
 		in.NodePortAddresses = append(in.NodePortAddresses, netip.MustParsePrefix(p))
 	}
+	in.ExternalIPCIDRs = allAddresses
+	if tc.extCIDRs != nil {
+		in.ExternalIPCIDRs = []netip.Prefix{}
+	}
+	for _, p := range tc.extCIDRs {
+		in.ExternalIPCIDRs = append(in.ExternalIPCIDRs, netip.MustParsePrefix(p))
+	}
 	return in
 }
+
+var allAddresses = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
 
 func runBuildCases(t *testing.T, cases []buildCase) {
 	t.Helper()

@@ -25,6 +25,12 @@ func (b *builder) externalIPs(nn types.NamespacedName, spec *corev1.ServiceSpec,
 			b.problem(kindService, nn, "%s %q is %s but the Service has no %s cluster IP; it is ignored", field, s, familyName(a.Is6()), familyName(a.Is6()))
 			continue
 		}
+		if !b.externalIPAllowed(a) {
+			b.problem(kindService, nn, "%s %q %s: it is not an address of this node and not inside --external-ip-cidrs; "+
+				"connections to it are left alone (CVE-2020-8554: any Service author could otherwise capture every connection of the node to that address). "+
+				"If this node must capture it, add it to --external-ip-cidrs", field, s, RefusedExternalIP)
+			continue
+		}
 		if !slices.Contains(out, a) {
 			out = append(out, a)
 		}
@@ -86,6 +92,45 @@ func (b *builder) frontendAddr(nn types.NamespacedName, field, s string) (netip.
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// RefusedExternalIP is the phrase every refused externalIP's Problem
+// carries, so the agent can count them apart from other bad input.
+const RefusedExternalIP = "is refused"
+
+// externalIPAllowed is Cilium's rule for externalIPs at the socket layer
+// (an externalIP is translated only when it is an address of the node),
+// widened by the operator's allowlist. LoadBalancer ingress IPs are not
+// checked: only a controller with access to the status subresource writes
+// them.
+func (b *builder) externalIPAllowed(a netip.Addr) bool {
+	if _, ok := slices.BinarySearchFunc(b.ownAddrs, a, netip.Addr.Compare); ok {
+		return true
+	}
+	return slices.ContainsFunc(b.extCIDRs, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// ownAddresses is every address of this node: its interfaces and its Node
+// object's InternalIP and ExternalIP addresses (a cloud ExternalIP sits on
+// no interface but is the node's all the same), without the NodePort filter.
+// nodePortAddresses reports the unparseable ones.
+func ownAddresses(in Input) []netip.Addr {
+	out := slices.Clone(in.LocalAddresses)
+	if node := thisNode(in); node != nil {
+		for _, na := range node.Status.Addresses {
+			if na.Type != corev1.NodeInternalIP && na.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(na.Address); err == nil {
+				out = append(out, ip)
+			}
+		}
+	}
+	for i := range out {
+		out[i] = out[i].Unmap()
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 func hasFamily(vips []netip.Addr, a netip.Addr) bool {

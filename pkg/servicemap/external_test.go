@@ -7,6 +7,87 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
+// TestExternalIPsOnlyOfThisNode: CVE-2020-8554. By default an externalIP
+// is captured only when it is an address of this node (an interface, or
+// the Node object's InternalIP/ExternalIP), as Cilium's socket LB does;
+// --external-ip-cidrs widens that. LoadBalancer ingress IPs are not checked.
+func TestExternalIPsOnlyOfThisNode(t *testing.T) {
+	one := []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, ready("10.0.0.1"))}
+	me := []*corev1.Node{node("node-a", "zone-a", "InternalIP=192.0.2.20", "ExternalIP=198.51.100.20")}
+	refused := func(i int, a string) string {
+		return `spec.externalIPs[` + string(rune('0'+i)) + `] "` + a + `" is refused: it is not an address of this node and not inside --external-ip-cidrs`
+	}
+	runBuildCases(t, []buildCase{
+		{
+			name:     "default: an externalIP that is no address of this node is refused and named",
+			services: []*corev1.Service{withExternalIPs(web(), "8.8.8.8", "192.0.2.10")},
+			slices:   one,
+			extCIDRs: []string{},
+			local:    []string{"192.0.2.10"},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
+				"192.0.2.10:80/TCP ExternalIP default/web:http -> [10.0.0.1:8080]",
+			},
+			problems: []string{refused(0, "8.8.8.8")},
+		},
+		{
+			name:     "the Node object's InternalIP and ExternalIP are this node's addresses",
+			services: []*corev1.Service{withExternalIPs(web(), "192.0.2.20", "198.51.100.20", "192.0.2.21")},
+			slices:   one,
+			nodes:    me,
+			nodeName: "node-a",
+			extCIDRs: []string{},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
+				"192.0.2.20:80/TCP ExternalIP default/web:http -> [10.0.0.1:8080]",
+				"198.51.100.20:80/TCP ExternalIP default/web:http -> [10.0.0.1:8080]",
+			},
+			problems: []string{refused(2, "192.0.2.21")},
+		},
+		{
+			name:     "another node's address is not this node's",
+			services: []*corev1.Service{withExternalIPs(web(), "192.0.2.20")},
+			nodes:    me,
+			nodeName: "node-b",
+			extCIDRs: []string{},
+			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
+			problems: []string{refused(0, "192.0.2.20")},
+		},
+		{
+			name:     "--nodeport-addresses does not restrict externalIPs",
+			services: []*corev1.Service{withExternalIPs(web(), "192.0.2.10")},
+			local:    []string{"192.0.2.10"},
+			filter:   []string{"10.0.0.0/8"},
+			extCIDRs: []string{},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"192.0.2.10:80/TCP ExternalIP default/web:http -> []",
+			},
+		},
+		{
+			name:     "--external-ip-cidrs lets the operator capture other addresses, per family",
+			services: []*corev1.Service{withExternalIPs(svc("default/web", "10.96.0.10,fd00::10", sport("http", tcp, 80)), "203.0.113.9", "2001:db8::9", "203.0.114.9")},
+			extCIDRs: []string{"203.0.113.0/24", "2001:db8::/64"},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"203.0.113.9:80/TCP ExternalIP default/web:http -> []",
+				"[2001:db8::9]:80/TCP ExternalIP default/web:http -> []",
+				"[fd00::10]:80/TCP ClusterIP default/web:http -> []",
+			},
+			problems: []string{refused(2, "203.0.114.9")},
+		},
+		{
+			name:     "LoadBalancer ingress IPs keep today's handling: written through the status subresource, not by any Service author",
+			services: []*corev1.Service{withIngress(withType(web(), corev1.ServiceTypeLoadBalancer), ingress("203.0.113.7", nil))},
+			extCIDRs: []string{},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"203.0.113.7:80/TCP LoadBalancer default/web:http -> []",
+			},
+		},
+	})
+}
+
 func TestBuildExternalIPsAndLoadBalancers(t *testing.T) {
 	vip, proxy := ptr(corev1.LoadBalancerIPModeVIP), ptr(corev1.LoadBalancerIPModeProxy)
 	one := []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, ready("10.0.0.1"))}

@@ -440,6 +440,7 @@ func deepCopyInput(in Input) Input {
 		NodeName:          in.NodeName,
 		LocalAddresses:    slices.Clone(in.LocalAddresses),
 		NodePortAddresses: slices.Clone(in.NodePortAddresses),
+		ExternalIPCIDRs:   slices.Clone(in.ExternalIPCIDRs),
 		NodePortPrimary:   in.NodePortPrimary,
 	}
 	for _, s := range in.Services {

@@ -163,6 +163,13 @@ type Input struct {
 	// prefixes too (127.0.0.0/8 and ::1/128; 0.0.0.0/0 and ::/0), as
 	// kube-proxy expands them.
 	NodePortAddresses []netip.Prefix
+	// ExternalIPCIDRs is the operator's --external-ip-cidrs allowlist: an
+	// externalIP is captured when it is an address of this node (as
+	// Cilium's socket LB does) or falls inside one of these prefixes.
+	// Anything else is refused, because whoever may create a Service could
+	// otherwise redirect every connection of the node to any address
+	// (CVE-2020-8554).
+	ExternalIPCIDRs []netip.Prefix
 	// NodePortPrimary is the keyword "primary" of --nodeport-addresses:
 	// the filter also holds this node's primary IPv4 and IPv6 addresses,
 	// taken from its Node object when Build runs (see primaryNodeIPs).

@@ -16,7 +16,7 @@ func TestAffinityFollowsTheServicePort(t *testing.T) {
 		"node.yaml": nodeYAML("node-a", "192.168.50.10", "zone-a"),
 		"svc.yaml": svcSpec{name: "sticky", clusterIPs: []string{vip}, typ: "LoadBalancer", nodePort: 30080, affinity: true,
 			externalIPs: []string{"192.168.60.5"}, lbIngress: []string{"192.168.70.7"}}.yaml(allReady("node-a")...),
-	}, "--nodeport-addresses", "192.168.50.0/24")
+	}, "--nodeport-addresses", "192.168.50.0/24", "--external-ip-cidrs", "192.168.60.0/24")
 	e.waitInspect(10*time.Second, "192.168.50.10:30080/TCP", "192.168.60.5:80/TCP", "192.168.70.7:80/TCP")
 	first := tcpN(t, e, e.client(), vip+":80", 10)
 	if first.OK != 10 || len(first.Replies) != 1 {

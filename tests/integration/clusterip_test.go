@@ -154,6 +154,9 @@ func TestManifestEditMovesTraffic(t *testing.T) {
 	start := time.Now()
 	e.writeManifest("echo.yaml", serviceYAML("echo", vip, endpoint{"10.244.1.11", false}, endpoint{"10.244.1.12", false}, endpoint{"10.244.1.13", true}))
 	for strings.Contains(e.inspect(), "10.244.1.11:8080") {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("the maps still hold pod1 2s after the manifest edit; inspect:\n%s\nagent log:\n%s", e.inspect(), e.agentLog())
+		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	t.Logf("the maps changed %s after the manifest edit (inotify, 50 ms debounce, sync)", time.Since(start))

@@ -209,9 +209,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // scrape fetches the agent's /metrics, at the address it logged.
 func (e *env) scrape() string {
 	e.t.Helper()
-	m := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(e.agentLog())
-	if m == nil {
-		e.t.Fatalf("the agent did not log its metrics address:\n%s", e.agentLog())
+	re := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
+	m := re.FindStringSubmatch(e.agentLog())
+	// A restarted agent adopts its pins before it serves metrics.
+	for deadline := time.Now().Add(10 * time.Second); m == nil; m = re.FindStringSubmatch(e.agentLog()) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the agent did not log its metrics address within 10 s:\n%s", e.agentLog())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	resp, err := http.Get("http://" + m[1] + "/metrics")
 	if err != nil {

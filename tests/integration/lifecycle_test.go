@@ -52,18 +52,31 @@ func TestAgentRestartKeepsServing(t *testing.T) {
 	}
 }
 
-// TestCleanupDetaches: `socklb cleanup` leaves the cgroup with no program
-// and the ClusterIP untranslated.
+// TestCleanupDetaches: SIGTERM leaves the hooks attached and serving;
+// `socklb cleanup` then leaves the cgroup with no program and the
+// ClusterIP untranslated.
 func TestCleanupDetaches(t *testing.T) {
+	if _, err := exec.LookPath("bpftool"); err != nil {
+		t.Fatal("needs bpftool to list the cgroup's programs: apt-get install bpftool")
+	}
 	e := startEcho(t)
 	e.stopAgent(syscall.SIGTERM)
-	if out, err := exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput(); err == nil && !strings.Contains(string(out), "connect4") {
-		t.Fatalf("after SIGTERM the hooks should stay attached; bpftool cgroup show:\n%s", out)
+	out, err := exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bpftool cgroup show after SIGTERM: %v %s", err, out)
+	}
+	for _, h := range []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "connect6", "sendmsg6", "recvmsg6", "getpeername6"} {
+		if !strings.Contains(string(out), h) {
+			t.Errorf("after SIGTERM the %s hook should stay attached; bpftool cgroup show:\n%s", h, out)
+		}
+	}
+	if res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 10); err != nil || res.OK != 10 {
+		t.Fatalf("after SIGTERM the ClusterIP should still be served: %+v %v", res, err)
 	}
 	if out, err := exec.Command(socklbBin, "cleanup", "--bpffs-path", e.fs.Path()).CombinedOutput(); err != nil {
 		t.Fatalf("cleanup: %v %s", err, out)
 	}
-	out, err := exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput()
+	out, err = exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("bpftool cgroup show: %v %s", err, out)
 	}

@@ -123,7 +123,7 @@ func TestNodePortAndExternalIP(t *testing.T) {
 		"node.yaml": nodeYAML("node-a", "192.168.50.10", "zone-a"),
 		"svc.yaml": svcSpec{name: "np", clusterIPs: []string{vip}, typ: "LoadBalancer", nodePort: 30080,
 			externalIPs: []string{"192.168.60.5"}, lbIngress: []string{"192.168.70.7"}}.yaml(allReady("node-a")...),
-	}, "--nodeport-addresses", "192.168.50.0/24,127.0.0.0/8")
+	}, "--nodeport-addresses", "192.168.50.0/24,127.0.0.0/8", "--external-ip-cidrs", "192.168.60.0/24")
 	e.waitInspect(10*time.Second, "192.168.50.10:30080/TCP", "127.0.0.1:30080/TCP", "192.168.60.5:80/TCP", "192.168.70.7:80/TCP")
 	for _, addr := range []string{"192.168.50.10:30080", "192.168.60.5:80", "192.168.70.7:80"} {
 		res := tcpN(t, e, e.client(), addr, 30)

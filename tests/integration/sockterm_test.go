@@ -77,34 +77,134 @@ func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
 }
 
 // TestUnconnectedUDPSocketSurvives: a resolver's unconnected socket has no
-// peer; removing a backend must not destroy it (Cilium #48564).
+// peer; removing a backend must not destroy it (Cilium #48564). One socket
+// sends a query every 100 ms for 4 s and keeps one pod while that pod stays
+// in the Service; its pod is removed while the socket is alive and sending,
+// and the queries after that all reach the remaining pod through the same
+// socket.
 func TestUnconnectedUDPSocketSurvives(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
 		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a"), readyEP("10.244.1.12", "node-a")),
 	})
-	e.waitInspect(10*time.Second, "10.244.1.12:5353")
-	done := make(chan *lab.Result, 1)
+	e.waitInspect(10*time.Second, "10.244.1.11:5353", "10.244.1.12:5353")
+	done := make(chan runOut, 1)
+	const queries = 40
 	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53", "--count", "1")
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
+			"--count", fmt.Sprint(queries), "--interval", "100ms", "--seq")
+		done <- runOut{r, err}
 	}()
-	<-done
-	// Run a longer unconnected client across a removal.
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53", "--count", "40")
-		if err != nil {
-			t.Error(err)
+	// Let the socket answer a few times and find the pod it keeps.
+	var held, other string
+	deadline := time.Now().Add(10 * time.Second)
+	for held == "" {
+		c := e.lab.Counts("udp")
+		switch {
+		case c["pod1"] >= 3:
+			held, other = "pod1", "pod2"
+		case c["pod2"] >= 3:
+			held, other = "pod2", "pod1"
+		case time.Now().After(deadline):
+			t.Fatalf("the socket did not get 3 answers within 10 s: %v", c)
+		default:
+			time.Sleep(20 * time.Millisecond)
 		}
-		done <- r
-	}()
-	time.Sleep(100 * time.Millisecond)
-	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
-	r := <-done
-	if r == nil || r.OK != 40 || r.TotalErrors() != 0 {
-		t.Fatalf("unconnected socket across a backend removal: %+v", r)
+	}
+	keep := map[string]string{"pod1": "10.244.1.11", "pod2": "10.244.1.12"}[other]
+	gone := map[string]string{"pod1": "10.244.1.11", "pod2": "10.244.1.12"}[held]
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP(keep, "node-a")))
+	for strings.Contains(e.inspect(), gone+":5353") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the removal of %s was not applied within 10 s", held)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	removedAt := e.lab.Counts("udp")
+	select {
+	case o := <-done:
+		t.Fatalf("the client finished before the removal was applied, so the test holds nothing: %+v %v", o.res, o.err)
+	default:
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	r := o.res
+	if r.OK != queries || r.TotalErrors() != 0 {
+		t.Fatalf("unconnected socket across a backend removal: %d of %d answered, errors %v (%s)", r.OK, queries, r.Errors, r.FirstError)
+	}
+	end := e.lab.Counts("udp")
+	if end[held] != removedAt[held] {
+		t.Errorf("%s got %d datagrams after its removal was applied", held, end[held]-removedAt[held])
+	}
+	if after := end[other] - removedAt[other]; after < 5 {
+		t.Errorf("only %d queries went out after the removal: the socket did not keep sending across it", after)
+	}
+	if seq := r.Sequence; seq[len(seq)-1] != other {
+		t.Errorf("last answer from %s, want %s: %v", seq[len(seq)-1], other, seq)
+	}
+}
+
+// TestTerminateSocketsAllTCP: with --terminate-sockets=all a TCP socket
+// socklb connected to a backend is destroyed when that backend leaves the
+// Service (the application sees ECONNABORTED), while a socket connected to
+// the same pod IP directly is left alone; with the default (udp) the TCP
+// socket is left alone too, as conntrack leaves a TCP flow on a removed
+// endpoint.
+func TestTerminateSocketsAllTCP(t *testing.T) {
+	for _, tc := range []struct {
+		mode      string
+		destroyed bool
+	}{{"all", true}, {"udp", false}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := startWith(t, threePods, map[string]string{
+				"svc.yaml": svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+			}, "--terminate-sockets", tc.mode)
+			e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.244.1.11:8080")
+			type out struct {
+				res *lab.Result
+				err error
+			}
+			hold := func(addr string) <-chan out {
+				ch := make(chan out, 1)
+				go func() {
+					r, err := e.client().RunResult(e.ctx(), e.cg, "tcp-hold", "--addr", addr, "--duration", "4s")
+					ch <- out{r, err}
+				}()
+				return ch
+			}
+			viaVIP, direct := hold(vip+":80"), hold("10.244.1.11:8080")
+			deadline := time.Now().Add(5 * time.Second)
+			for e.lab.Counts("tcp")["pod1"] < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the two sockets did not reach pod1: %v", e.lab.Counts("tcp"))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			removed := time.Now()
+			e.writeManifest("svc.yaml", svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+			e.waitInspect(2*time.Second, "10.244.1.12:8080")
+			v, d := <-viaVIP, <-direct
+			if v.err != nil || d.err != nil {
+				t.Fatal(v.err, d.err)
+			}
+			if time.Since(removed) < 2*time.Second {
+				t.Fatalf("the held sockets ended %s after the removal, before it could be checked", time.Since(removed))
+			}
+			if d.res.OK != 1 || d.res.TotalErrors() != 0 {
+				t.Errorf("the socket connected to the pod IP directly was touched: %+v", d.res)
+			}
+			if tc.destroyed {
+				if v.res.Errors["ECONNABORTED"] != 1 {
+					t.Errorf("--terminate-sockets=all: the TCP socket through the ClusterIP to the removed pod was not destroyed: %+v\n%s", v.res, e.agentLog())
+				}
+				if !strings.Contains(e.agentLog(), "sockets_destroyed=1") {
+					t.Errorf("the agent did not report destroying one socket:\n%s", e.agentLog())
+				}
+			} else if v.res.OK != 1 || v.res.TotalErrors() != 0 {
+				t.Errorf("--terminate-sockets=udp destroyed a TCP socket: %+v", v.res)
+			}
+		})
 	}
 }
 

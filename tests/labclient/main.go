@@ -45,8 +45,8 @@ func main() {
 	timeout := fs.Duration("timeout", 0, "per-attempt timeout (default 2s for tcp, 1s for udp)")
 	seq := fs.Bool("seq", false, "include the per-attempt sequence of answers in the output")
 	reconnect := fs.Bool("reconnect", false, "udp-connected: use a new socket for every query")
-	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting")
-	interval := fs.Duration("interval", 0, "loop: pause between connects")
+	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting; tcp-hold: how long to hold the socket")
+	interval := fs.Duration("interval", 0, "loop, udp, udp-connected: pause between attempts")
 	_ = fs.Parse(args)
 
 	res := &wire.Result{
@@ -81,9 +81,11 @@ func main() {
 			rec.record(tcpOnce(dst, to, res))
 		}
 	case "udp":
-		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), rec)
+		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), *interval, rec)
 	case "udp-connected":
 		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, *interval, rec)
+	case "tcp-hold":
+		tcpHold(dst, orDefault(*timeout, 2*time.Second), *duration, rec)
 	case "loop":
 		to := orDefault(*timeout, 2*time.Second)
 		end := time.Now().Add(*duration)
@@ -100,7 +102,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: labclient tcp|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--duration D] [--interval D]")
+	fmt.Fprintln(os.Stderr, "usage: labclient tcp|tcp-hold|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--duration D] [--interval D]")
 	os.Exit(2)
 }
 
@@ -212,6 +214,58 @@ func tcpOnce(dst netip.AddrPort, timeout time.Duration, res *wire.Result) (strin
 	return name, nil
 }
 
+// tcpHold connects once, reads the server's reply, and then holds the
+// socket (in CLOSE_WAIT: the server has closed its side) for d, watching
+// its state with TCP_INFO. If the kernel closes it under the process
+// (bpf_sock_destroy: socket termination), it records the socket's pending
+// error, ECONNABORTED, and returns; a socket still open after d records
+// nothing more.
+func tcpHold(dst netip.AddrPort, timeout, d time.Duration, rec *recorder) {
+	rec.record(tcpOnceHeld(dst, timeout, d))
+}
+
+func tcpOnceHeld(dst netip.AddrPort, timeout, d time.Duration) (string, error) {
+	dl := net.Dialer{Timeout: timeout}
+	c, err := dl.Dial(network("tcp", dst), dst.String())
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	b, err := io.ReadAll(io.LimitReader(c, 256))
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(b))
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		var info *unix.TCPInfo
+		var soErr int
+		var gerr error
+		_ = rc.Control(func(fd uintptr) {
+			info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+			if gerr == nil && info.State == unix.BPF_TCP_CLOSE {
+				soErr, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+			}
+		})
+		if gerr != nil {
+			return "", gerr
+		}
+		if info.State == unix.BPF_TCP_CLOSE {
+			if soErr != 0 {
+				return "", syscall.Errno(soErr)
+			}
+			return "", errors.New("socket closed without an error")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return name, nil
+}
+
 // dialMapped connects an AF_INET6 socket to an IPv4-mapped address
 // (::ffff:a.b.c.d), the way dual-stack applications reach IPv4 Services.
 // Go's dialer turns such addresses into AF_INET sockets, so use syscalls.
@@ -255,7 +309,7 @@ func peerName(c syscall.Conn) (string, error) {
 
 // udpUnconnected uses ONE unconnected socket: sendto/recvfrom per query, so
 // the sendmsg and recvmsg hooks are what the test observes.
-func udpUnconnected(dst netip.AddrPort, count int, timeout time.Duration, rec *recorder) {
+func udpUnconnected(dst netip.AddrPort, count int, timeout, interval time.Duration, rec *recorder) {
 	c, err := net.ListenUDP(network("udp", dst), nil)
 	if err != nil {
 		for i := 0; i < count; i++ {
@@ -267,6 +321,9 @@ func udpUnconnected(dst netip.AddrPort, count int, timeout time.Duration, rec *r
 	sources := map[string]bool{}
 	buf := make([]byte, 512)
 	for i := 0; i < count; i++ {
+		if i > 0 && interval > 0 {
+			time.Sleep(interval)
+		}
 		if _, err := c.WriteToUDPAddrPort([]byte(fmt.Sprintf("q%d", i)), dst); err != nil {
 			rec.record("", err)
 			continue

@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"context"
+	"time"
+)
+
+// PinRepairer checks the pins the datapath serves from and puts back the
+// ones that disappeared; *datapath.Datapath is one.
+type PinRepairer interface {
+	RepairPins() (repaired []string, err error)
+}
+
+// DefaultPinCheckInterval is how often the agent looks for pins removed
+// under it.
+const DefaultPinCheckInterval = 10 * time.Second
+
+// watchPins repairs pins removed under the agent, and fails /healthz
+// while they cannot be trusted.
+func (a *Agent) watchPins(ctx context.Context) {
+	every := a.PinCheckInterval
+	if every <= 0 {
+		every = DefaultPinCheckInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fixed, err := a.Pins.RepairPins()
+		if len(fixed) > 0 {
+			a.Log.Warn("pins disappeared under the running agent (socklb cleanup --force, or removed by hand); re-created them", "pins", fixed)
+			a.Metrics.pinsRepaired(len(fixed))
+		}
+		a.Health.PinsBroken(err)
+		switch {
+		case err != nil && err.Error() != last:
+			a.Log.Error("the pinned datapath cannot be trusted; /healthz fails until it can", "err", err)
+		case err == nil && last != "":
+			a.Log.Info("the pinned datapath is whole again")
+		}
+		last = ""
+		if err != nil {
+			last = err.Error()
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package integration
+
+import (
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// healthCode fetches path (/healthz or /livez) from the agent's health
+// address, as it logged it.
+func (e *env) healthCode(path string) int {
+	e.t.Helper()
+	re := regexp.MustCompile(`msg="serving health" addr=(\S+)`)
+	m := re.FindStringSubmatch(e.agentLog())
+	for deadline := time.Now().Add(10 * time.Second); m == nil; m = re.FindStringSubmatch(e.agentLog()) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the agent did not log its health address within 10 s:\n%s", e.agentLog())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + m[1] + path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestFullMapIsReadinessNotLiveness: a frontend that never fits keeps every
+// sync failing. That must not fail /livez (the kubelet would restart the
+// agent every minute, and the new one would fail the same way), only
+// /healthz, the readiness signal, as kube-proxy's when it cannot program.
+func TestFullMapIsReadinessNotLiveness(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
+	}, "--max-backends", "1", "--healthz-timeout", "1s")
+	deadline := time.Now().Add(10 * time.Second)
+	for e.healthCode("/healthz") != http.StatusServiceUnavailable {
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz never turned 503 while a frontend cannot be programmed:\n%s", e.agentLog())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Well past the timeout, through several retries.
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if c := e.healthCode("/livez"); c != http.StatusOK {
+			t.Fatalf("/livez %d while the sync loop runs and only programming fails: the kubelet would restart the agent in a loop", c)
+		}
+	}
+	if c := e.healthCode("/healthz"); c != http.StatusServiceUnavailable {
+		t.Errorf("/healthz %d, want 503 while frontends stay unprogrammed", c)
+	}
+}
