@@ -15,10 +15,10 @@ import (
 // server through the `kubernetes` Service.
 const (
 	DefaultFocus = `\[sig-network\] (Services|EndpointSlice|EndpointSliceMirroring) |\[sig-network\] .*\[Conformance\]|\[sig-auth\] ServiceAccounts .*OIDC discovery`
-	// What cannot apply to one node with no cloud, no DNS server and no
-	// route off the machine, or is disruptive to the node itself. The
-	// suite itself skips tests that need more than one node.
-	DefaultSkip = `\[Disruptive\]|\[Flaky\]|\[Feature:|LoadBalancer|\[sig-network\] DNS|\[sig-network\] Networking .*IPv6|ExternalName`
+	// What cannot apply to one node with no cloud and no route off the
+	// machine, or is disruptive to the node itself. The suite itself
+	// skips tests that need more than one node.
+	DefaultSkip = `\[Disruptive\]|\[Flaky\]|\[Feature:|LoadBalancer|\[sig-network\] Networking .*IPv6|ExternalName`
 )
 
 // RunE2E runs the tools' e2e.test against the node with focus and skip,

@@ -24,7 +24,7 @@ const LabclientImage = "localhost/socklb-labclient:node"
 
 // Binaries are the static programs the images are made of.
 type Binaries struct {
-	Agnhost, Socklb, Labclient, BusyBox string
+	Agnhost, Socklb, Labclient, BusyBox, CoreDNS string
 }
 
 // BuildImages writes one OCI tarball per image into dir and returns their
@@ -71,7 +71,12 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 		}
 		out = append(out, path)
 	}
-	path := filepath.Join(dir, "image-socklb.tar")
+	path := filepath.Join(dir, "image-coredns.tar")
+	if err := CoreDNSImageTarball(b.CoreDNS, path); err != nil {
+		return nil, fmt.Errorf("CoreDNS's image: %w", err)
+	}
+	out = append(out, path)
+	path = filepath.Join(dir, "image-socklb.tar")
 	if err := SocklbImageTarball(b.Socklb, path); err != nil {
 		return nil, fmt.Errorf("socklb's image: %w", err)
 	}

@@ -79,7 +79,7 @@ func parent() int {
 		return 1
 	}
 	defer os.RemoveAll(work)
-	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), BusyBox: "/bin/busybox",
+	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns"),
 		Socklb: filepath.Join(work, "socklb"), Labclient: filepath.Join(work, "labclient")}
 	for out, pkg := range map[string]string{bins.Socklb: "./cmd/socklb", bins.Labclient: "./tests/labclient"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
@@ -149,6 +149,10 @@ func child(m *testing.M) int {
 	default:
 		fmt.Fprintf(os.Stderr, "node: --proxy=%q: want socklb or kube-proxy\n", *proxy)
 		return 2
+	}
+	if err := n.InstallDNS(); err != nil {
+		fmt.Fprintf(os.Stderr, "node: cluster DNS: %v\n%s", err, n.LogTails(30))
+		return 1
 	}
 	code := m.Run()
 	if code != 0 {

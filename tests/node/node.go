@@ -16,7 +16,7 @@ import (
 
 // NodeBinaries are what a node needs from the tools directory
 // (tests/e2e/tools/build.sh --node); the suite's e2e.test comes last.
-var NodeBinaries = append(append([]string{}, cluster.ControlPlaneBinaries...), "kube-scheduler", "kubelet", "kube-proxy", "agnhost")
+var NodeBinaries = append(append([]string{}, cluster.ControlPlaneBinaries...), "kube-scheduler", "kubelet", "kube-proxy", "agnhost", "coredns")
 
 // Node is the control plane, containerd and a kubelet whose node is Ready.
 // No proxy runs yet: InstallSocklb or StartKubeProxy adds one.

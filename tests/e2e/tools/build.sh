@@ -21,6 +21,7 @@ KUBE_VERSION=v1.37.2
 KUBE_MAJOR=1
 KUBE_MINOR=37
 KUBE_COMMIT=0000000000000000000000000000000000000000
+COREDNS_VERSION=v1.15.0
 
 # kube-apiserver and kube-controller-manager refuse to start without a
 # version; set it the way hack/lib/version.sh does.
@@ -71,6 +72,16 @@ if [ "${1:-}" = "--node" ]; then
 	build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kldflags"
 	build kubelet k8s.io/kubernetes/cmd/kubelet "$kldflags"
 	build agnhost k8s.io/kubernetes/test/images/agnhost "-s -w"
+	# Cluster DNS: its own module, outside this go.mod (and the cache
+	# key), so its version is kept beside it.
+	if [ ! -x "$dir/coredns" ] || [ "$(cat "$dir/coredns.version" 2>/dev/null)" != "$COREDNS_VERSION" ]; then
+		echo "e2e-tools: building coredns (github.com/coredns/coredns@$COREDNS_VERSION)"
+		start=$(date +%s)
+		CGO_ENABLED=0 GOBIN="$dir/coredns.bin" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+		mv "$dir/coredns.bin/coredns" "$dir/coredns" && rmdir "$dir/coredns.bin"
+		echo "$COREDNS_VERSION" > "$dir/coredns.version"
+		echo "e2e-tools: built coredns in $(( $(date +%s) - start ))s"
+	fi
 	# The upstream conformance suite is a test binary.
 	if [ ! -x "$dir/e2e.test" ]; then
 		echo "e2e-tools: building e2e.test (k8s.io/kubernetes/test/e2e)"
