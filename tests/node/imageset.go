@@ -47,13 +47,19 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Upstream's agnhost is alpine, whose wget is busybox's: the suite's
+	// exec pods run `wget -qO-` against Services.
+	wget, err := oci.FilesLayer([]oci.File{{Path: "/bin/busybox", Src: b.BusyBox, Mode: 0o755}, {Path: "/usr/bin/wget", Link: "/bin/busybox"}})
+	if err != nil {
+		return nil, err
+	}
 	type spec struct {
 		ref             string
 		entrypoint, cmd []string
 		layers          []v1.Layer
 	}
 	specs := []spec{
-		{AgnhostImage, []string{"/agnhost"}, nil, []v1.Layer{base, agnhost}},
+		{AgnhostImage, []string{"/agnhost"}, nil, []v1.Layer{base, wget, agnhost}},
 		// agnhost's pause answers SIGTERM and reaps, as the pause image does.
 		{PauseImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost}},
 		{BusyBoxImage, nil, []string{"sh"}, []v1.Layer{busybox}},
