@@ -49,6 +49,14 @@ SocklbConfiguration file (--config); flags given here override it.`,
 		},
 	}
 	setFlagSets(cmd, o.flagSets())
+	for flag, values := range map[string][]string{
+		"terminate-sockets":       {"none", "udp", "all"},
+		"logging-format":          {"text", "json"},
+		"disable-kernel-features": {string(datapath.FeatureSetRetval), string(datapath.FeatureSockDestroy)},
+		"nodeport-addresses":      {"primary", "localhost", "all"},
+	} {
+		_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
 	return cmd
 }
 

@@ -61,6 +61,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "mount-cgroup -h", args: []string{"mount-cgroup", "-h"}, wantStdout: []string{"--cgroup-ns"}},
 		{name: "version", args: []string{"version"}, wantStdout: []string{"socklb dev"}},
 		{name: "completion", args: []string{"completion", "bash"}, wantStdout: []string{"bash completion", "__start_socklb"}},
+		{name: "flag value completion", args: []string{"__complete", "agent", "--logging-format="}, wantStdout: []string{"text\njson\n"}},
 		{name: "no command", args: nil, wantStdout: []string{"Available Commands"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 1, wantStderr: []string{`unknown command "frobnicate"`}},
 		{name: "unknown flag", args: []string{"agent", "--frobnicate"}, code: 1, wantStderr: []string{"socklb agent: unknown flag: --frobnicate", `"socklb agent -h"`}},
