@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/socklb/socklb/pkg/agent"
 	"github.com/socklb/socklb/pkg/agent/healthcheck"
@@ -21,97 +20,52 @@ import (
 	"github.com/socklb/socklb/pkg/source/manifests"
 )
 
-const defaultBPFFS = "/sys/fs/bpf/socklb"
-
-type agentFlags struct {
-	kubeconfig, manifests, nodeName     string
-	cgroupPath, bpffsPath               string
-	healthzAddr, metricsAddr            string
-	disableFeatures                     []datapath.Feature
-	maxServices, maxBackends, maxRevNAT uint
-	maxAffinity                         uint
-	healthTimeout, lockTimeout          time.Duration
-	pinCheckInterval                    time.Duration
-	hostNSOnly                          bool
-	profiling, profilingAllowRemote     bool
-	perServiceMetrics                   bool
-	terminateSockets                    string
-	nodePortAddresses                   nodePortFlag
-	externalIPCIDRs                     []netip.Prefix
+func newAgentCommand() *cobra.Command {
+	o := newAgentOptions()
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "watch Services and EndpointSlices, program the maps",
+		Long: `socklb agent watches Services, EndpointSlices and Nodes (from an API server,
+or from a directory of manifests) and programs the BPF maps the cgroup hooks
+read, as kube-proxy programs iptables. Every flag can also be set in a
+SocklbConfiguration file (--config); flags given here override it.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := o.parse(cmd.Flags(), args)
+			if err != nil {
+				return err
+			}
+			if o.writeConfigTo != "" {
+				if err := writeConfigFile(o.writeConfigTo, o.cfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote the effective configuration to %s\n", o.writeConfigTo)
+				return nil
+			}
+			if err := f.resolveNodeName(); err != nil {
+				return err
+			}
+			return runAgent(f)
+		},
+	}
+	setFlagSets(cmd, o.flagSets())
+	for flag, values := range map[string][]string{
+		"terminate-sockets":       {"none", "udp", "all"},
+		"logging-format":          {"text", "json"},
+		"disable-kernel-features": {string(datapath.FeatureSetRetval), string(datapath.FeatureSockDestroy)},
+		"nodeport-addresses":      {"primary", "localhost", "all"},
+	} {
+		_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
+	return cmd
 }
 
-func parseAgentFlags(args []string) (agentFlags, error) {
-	var f agentFlags
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to watch (default: in-cluster config)")
-	fs.StringVar(&f.manifests, "manifests", "", "watch a directory of Service/EndpointSlice/Node manifests instead of an API server")
-	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, as in its Node object (default: $NODE_NAME, else the hostname)")
-	fs.StringVar(&f.cgroupPath, "cgroup-path", "", "cgroup v2 directory to attach the hooks to (default: the cgroup2 root, i.e. every process of the node)")
-	fs.StringVar(&f.bpffsPath, "bpffs-path", defaultBPFFS, "directory on a bpf filesystem for socklb's pinned maps and links")
-	fs.StringVar(&f.healthzAddr, "healthz-bind-address", "0.0.0.0:10256", "address for /healthz and /livez (kube-proxy's port); empty disables")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "address for /metrics (kube-proxy's port); empty disables")
-	fs.UintVar(&f.maxServices, "max-services", datapath.DefaultMaxServices, "capacity of the services map: frontends (address, port, protocol)")
-	fs.UintVar(&f.maxBackends, "max-backends", datapath.DefaultMaxBackends, "capacity of the backends map: endpoints summed over all frontends")
-	// Kept so existing DaemonSets still start: per-socket state moved to
-	// socket-local storage, which has no capacity to set.
-	fs.UintVar(&f.maxRevNAT, "max-revnat", 0, "ignored (deprecated): per-socket state lives in socket-local storage, freed with each socket")
-	fs.UintVar(&f.maxAffinity, "max-affinity", datapath.DefaultMaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
-	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
-	fs.BoolVar(&f.profilingAllowRemote, "profiling-allow-remote", false, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")
-	fs.BoolVar(&f.perServiceMetrics, "per-service-metrics", false, "export socklb_service_connections_total and socklb_service_datagrams_total: two series per Service port (300k per node at 100k Services), so off by default")
-	fs.BoolVar(&f.hostNSOnly, "socket-lb-hostns-only", false, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
-	fs.StringVar(&f.terminateSockets, "terminate-sockets", string(datapath.TerminateUDP), "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
-	disable := fs.String("disable-kernel-features", "", "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
-	npa := fs.String("nodeport-addresses", "", "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
-	eic := fs.String("external-ip-cidrs", "", "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
-		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
-	fs.DurationVar(&f.lockTimeout, "lock-timeout", datapath.DefaultLockTimeout, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
-	fs.DurationVar(&f.pinCheckInterval, "pin-check-interval", agent.DefaultPinCheckInterval, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
-	fs.DurationVar(&f.healthTimeout, "healthz-timeout", 10*time.Second, "/healthz fails when a change waited longer than this without being applied")
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	var err error
-	if f.nodePortAddresses, err = parseNodePortAddresses(*npa); err != nil {
-		return f, err
-	}
-	if f.externalIPCIDRs, err = parseExternalIPCIDRs(*eic); err != nil {
-		return f, err
-	}
-	if f.disableFeatures, err = datapath.ParseFeatures(*disable); err != nil {
-		return f, fmt.Errorf("--disable-kernel-features: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if f.kubeconfig != "" && f.manifests != "" {
-		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
-	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity} {
-		if v == 0 || v > 1<<31 {
-			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
-		}
-	}
-	if f.profiling && !f.profilingAllowRemote && f.metricsAddr != "" && !isLoopbackAddr(f.metricsAddr) {
-		return f, fmt.Errorf("--profiling on --metrics-bind-address %s would serve /debug/pprof/ without authentication to every host that reaches it: "+
-			"bind metrics to 127.0.0.1 (the default), drop --profiling, or add --profiling-allow-remote if the network is trusted", f.metricsAddr)
-	}
-	if f.nodeName == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return f, fmt.Errorf("no --node-name and no hostname: %w", err)
-		}
-		f.nodeName = h
-	}
-	return f, nil
-}
-
-func runAgent(args []string) error {
-	f, err := parseAgentFlags(args)
+func runAgent(f agentFlags) error {
+	log, flush, err := startLogging(f.logging)
 	if err != nil {
-		return err
+		return fmt.Errorf("logging: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	defer flush()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

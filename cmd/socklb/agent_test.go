@@ -15,7 +15,7 @@ func TestParseAgentFlags(t *testing.T) {
 		{"defaults", nil, ""},
 		{"manifests", []string{"--manifests", "examples", "--node-name", "n1"}, ""},
 		{"both sources", []string{"--manifests", "d", "--kubeconfig", "k"}, "exclusive"},
-		{"unknown flag", []string{"--frobnicate"}, "flag provided but not defined"},
+		{"unknown flag", []string{"--frobnicate"}, "unknown flag: --frobnicate"},
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
 		{"zero capacity", []string{"--max-backends", "0"}, "--max-backends=0"},
 		{"bad nodeport cidr", []string{"--nodeport-addresses", "10.0.0.0/8,nope"}, `"nope" is not a CIDR`},

@@ -2,37 +2,50 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-func runInspect(args []string) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	bpffs := fs.String("bpffs-path", defaultBPFFS, "directory holding socklb's pins")
-	output := fs.String("o", "chain", "output format: chain or json")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newInspectCommand() *cobra.Command {
+	var bpffs, output string
+	cmd := &cobra.Command{
+		Use:   "inspect",
+		Short: "print the live maps as kube-proxy's chains",
+		Long:  "socklb inspect reads the pinned maps and prints every frontend with its endpoints and counters, as `iptables -t nat -L -v` shows kube-proxy's chains.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "chain" && output != "json" {
+				return fmt.Errorf("-o %q: unknown output format; use chain or json", output)
+			}
+			svcs, err := datapath.Dump(bpffs)
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(svcs)
+			case "chain":
+				return printChain(cmd.OutOrStdout(), svcs)
+			}
+			return nil
+		},
 	}
-	svcs, err := datapath.Dump(*bpffs)
-	if err != nil {
-		return err
-	}
-	switch *output {
-	case "json":
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(svcs)
-	case "chain":
-		return printChain(os.Stdout, svcs)
-	}
-	return fmt.Errorf("unknown output format %q: use chain or json", *output)
+	singleFlagSet(cmd, func(fs *pflag.FlagSet) {
+		fs.StringVar(&bpffs, "bpffs-path", defaultBPFFS, "directory holding socklb's pins")
+		fs.StringVarP(&output, "output", "o", "chain", "output format: chain or json")
+	})
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"chain", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
 
 // printChain prints the maps the way a kube-proxy user reads

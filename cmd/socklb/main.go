@@ -5,43 +5,61 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
-const usage = `socklb: Kubernetes Services at the socket layer, in eBPF.
-
-Usage:
-  socklb agent    [flags]   watch Services and EndpointSlices, program the maps
-  socklb inspect  [flags]   print the live maps as kube-proxy's chains
-  socklb cleanup  [flags]   detach the hooks and remove every pin
-  socklb mount-cgroup DIR   mount the host's cgroup2 at DIR (the DaemonSet's init container)
-  socklb version
-
-Run "socklb <command> -h" for a command's flags.
-`
-
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	cmds := map[string]func([]string) error{
-		"agent":        runAgent,
-		"inspect":      runInspect,
-		"cleanup":      runCleanup,
-		"mount-cgroup": runMountCgroup,
-		"version":      runVersion,
-	}
-	cmd, ok := cmds[os.Args[1]]
-	if !ok {
-		if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-			fmt.Print(usage)
-			return
+	cmd := newRootCommand()
+	if err := cmd.Execute(); err != nil {
+		name := "socklb"
+		if c, _, ferr := cmd.Find(os.Args[1:]); ferr == nil && c != cmd {
+			name += " " + c.Name()
 		}
-		fmt.Fprintf(os.Stderr, "socklb: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
-	}
-	if err := cmd(os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "socklb %s: %v\n", os.Args[1], err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "socklb",
+		Short: "Kubernetes Services at the socket layer, in eBPF",
+		Long: `socklb: Kubernetes Services at the socket layer, in eBPF.
+
+Run "socklb <command> -h" for a command's flags, and
+"socklb completion bash|zsh|fish|powershell" for shell completion.`,
+		// Errors are printed once, by main, naming the command; a
+		// validation error is not helped by pages of flags.
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see %q)", err, c.CommandPath()+" -h")
+	})
+	root.AddCommand(newAgentCommand(), newInspectCommand(), newCleanupCommand(), newMountCgroupCommand(), newVersionCommand())
+	return root
+}
+
+// setFlagSets adds grouped flags to cmd and prints them by group in its
+// help, as kube-proxy does.
+func setFlagSets(cmd *cobra.Command, fss cliflag.NamedFlagSets) {
+	for _, name := range fss.Order {
+		cmd.Flags().AddFlagSet(fss.FlagSets[name])
+	}
+	cols, _, err := term.GetSize(int(os.Stdout.Fd()))
+	if err != nil {
+		cols = 0 // not a terminal: no wrapping
+	}
+	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+}
+
+// singleFlagSet is for the small commands: their flags in one group.
+func singleFlagSet(cmd *cobra.Command, add func(fs *pflag.FlagSet)) {
+	var fss cliflag.NamedFlagSets
+	add(fss.FlagSet("Flags"))
+	setFlagSets(cmd, fss)
 }

@@ -155,10 +155,36 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("agent args %q lack %q", args, want)
 		}
 	}
-	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/livez", c.ReadinessProbe: "/healthz"} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.IntValue() != 10256 {
-			t.Errorf("probe %+v, want httpGet :10256%s", probe, path)
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		if p.Protocol != corev1.ProtocolTCP {
+			t.Errorf("port %+v is not TCP", p)
 		}
+		ports[p.Name] = p.ContainerPort
+	}
+	if len(ports) != 2 || ports["healthz"] != 10256 || ports["metrics"] != 10249 {
+		t.Errorf("container ports %+v, want healthz 10256 and metrics 10249 (kube-proxy's), named", c.Ports)
+	}
+	// A probe on a port the agent does not listen on kills it once the
+	// startup probe gives up: each must reach --healthz-bind-address.
+	for name, pr := range map[string]struct {
+		probe *corev1.Probe
+		path  string
+	}{"startup": {c.StartupProbe, "/livez"}, "liveness": {c.LivenessProbe, "/livez"}, "readiness": {c.ReadinessProbe, "/healthz"}} {
+		probe := pr.probe
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != pr.path {
+			t.Errorf("%s probe %+v, want httpGet %s on the health port", name, probe, pr.path)
+			continue
+		}
+		port := probe.HTTPGet.Port
+		if port.IntValue() != 10256 && ports[port.String()] != 10256 {
+			t.Errorf("%s probe on port %s, want 10256 (or the port named for it)", name, port.String())
+		}
+	}
+	// The startup probe must outlast a rolling update's wait for the old
+	// agent's pin lock (--lock-timeout, 1m) plus adopting its pins.
+	if sp := c.StartupProbe; sp != nil && sp.PeriodSeconds*sp.FailureThreshold < 120 {
+		t.Errorf("startup probe gives up after %ds, want at least 120s (lock wait + datapath open)", sp.PeriodSeconds*sp.FailureThreshold)
 	}
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {

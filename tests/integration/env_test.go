@@ -209,7 +209,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // scrape fetches the agent's /metrics, at the address it logged.
 func (e *env) scrape() string {
 	e.t.Helper()
-	re := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
+	re := regexp.MustCompile(`"serving metrics" addr="([^"]+)"`)
 	m := re.FindStringSubmatch(e.agentLog())
 	// A restarted agent adopts its pins before it serves metrics.
 	for deadline := time.Now().Add(10 * time.Second); m == nil; m = re.FindStringSubmatch(e.agentLog()) {

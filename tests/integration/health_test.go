@@ -11,7 +11,7 @@ import (
 // address, as it logged it.
 func (e *env) healthCode(path string) int {
 	e.t.Helper()
-	re := regexp.MustCompile(`msg="serving health" addr=(\S+)`)
+	re := regexp.MustCompile(`"serving health" addr="([^"]+)"`)
 	m := re.FindStringSubmatch(e.agentLog())
 	for deadline := time.Now().Add(10 * time.Second); m == nil; m = re.FindStringSubmatch(e.agentLog()) {
 		if time.Now().After(deadline) {

@@ -47,7 +47,7 @@ func TestRestartUnderLoad(t *testing.T) {
 	restart := time.Now()
 	e.startAgent()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(e.agentLog(), "msg=\"datapath ready\"") {
+	for !strings.Contains(e.agentLog(), `"datapath ready"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the new agent did not come up:\n%s", e.agentLog())
 		}
@@ -199,7 +199,7 @@ func TestFullMapKeepsTheRest(t *testing.T) {
 		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
 		"b.yaml": svcSpec{name: "b", clusterIPs: []string{"10.96.0.40"}}.yaml(allReady("node-a")...),
 	}, "--max-backends", "9")
-	re := regexp.MustCompile(`msg="frontend not programmed; the rest of the node is" frontend=(\S+)`)
+	re := regexp.MustCompile(`"frontend not programmed; the rest of the node is" frontend="([^"]+)"`)
 	deadline := time.Now().Add(10 * time.Second)
 	var failed [][]string
 	for failed = re.FindAllStringSubmatch(e.agentLog(), -1); len(failed) == 0; failed = re.FindAllStringSubmatch(e.agentLog(), -1) {

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/socklb/socklb/pkg/datapath"
+)
+
+const (
+	defaultBPFFS          = "/sys/fs/bpf/socklb"
+	defaultHealthzTimeout = 10 * time.Second
+)
+
+// agentOptions is what the agent command parses into: the config its flags
+// are bound to, and the flags that only steer parsing.
+type agentOptions struct {
+	cfg           *SocklbConfiguration
+	configFile    string
+	writeConfigTo string
+}
+
+// agentFlags is the completed configuration runAgent uses: lists parsed,
+// node name resolved.
+type agentFlags struct {
+	kubeconfig, manifests, nodeName     string
+	cgroupPath, bpffsPath               string
+	healthzAddr, metricsAddr            string
+	disableFeatures                     []datapath.Feature
+	maxServices, maxBackends, maxRevNAT uint
+	maxAffinity                         uint
+	healthTimeout, lockTimeout          time.Duration
+	pinCheckInterval                    time.Duration
+	hostNSOnly                          bool
+	profiling, profilingAllowRemote     bool
+	perServiceMetrics                   bool
+	terminateSockets                    string
+	nodePortAddresses                   nodePortFlag
+	externalIPCIDRs                     []netip.Prefix
+	logging                             *logsapi.LoggingConfiguration
+}
+
+func newAgentOptions() *agentOptions { return &agentOptions{cfg: defaultConfig()} }
+
+// flagSets groups the agent's flags as `socklb agent -h` prints them.
+func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	c := o.cfg
+
+	fs := fss.FlagSet("API source")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig of the API server to watch (default: in-cluster config)")
+	fs.StringVar(&c.Manifests, "manifests", c.Manifests, "watch a directory of Service/EndpointSlice/Node manifests instead of an API server")
+	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "this node's name, as in its Node object (default: $NODE_NAME, else the hostname)")
+
+	fs = fss.FlagSet("Datapath")
+	fs.StringVar(&c.CgroupPath, "cgroup-path", c.CgroupPath, "cgroup v2 directory to attach the hooks to (default: the cgroup2 root, i.e. every process of the node)")
+	fs.StringVar(&c.BPFFSPath, "bpffs-path", c.BPFFSPath, "directory on a bpf filesystem for socklb's pinned maps and links")
+	fs.UintVar(&c.MaxServices, "max-services", c.MaxServices, "capacity of the services map: frontends (address, port, protocol)")
+	fs.UintVar(&c.MaxBackends, "max-backends", c.MaxBackends, "capacity of the backends map: endpoints summed over all frontends")
+	fs.UintVar(&c.MaxAffinity, "max-affinity", c.MaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
+	// Kept so existing DaemonSets still start: per-socket state moved to
+	// socket-local storage, which has no capacity to set.
+	fs.UintVar(&c.MaxRevNAT, "max-revnat", c.MaxRevNAT, "ignored: per-socket state lives in socket-local storage, freed with each socket")
+	_ = fs.MarkDeprecated("max-revnat", "per-socket state lives in socket-local storage, freed with each socket; drop the flag")
+	fs.BoolVar(&c.SocketLBHostNSOnly, "socket-lb-hostns-only", c.SocketLBHostNSOnly, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
+	fs.StringVar(&c.TerminateSockets, "terminate-sockets", c.TerminateSockets, "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
+	fs.StringSliceVar(&c.DisableKernelFeatures, "disable-kernel-features", c.DisableKernelFeatures, "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
+	fs.StringSliceVar(&c.NodePortAddresses, "nodeport-addresses", c.NodePortAddresses, "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
+	fs.DurationVar(&c.LockTimeout.Duration, "lock-timeout", c.LockTimeout.Duration, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
+	fs.DurationVar(&c.PinCheckInterval.Duration, "pin-check-interval", c.PinCheckInterval.Duration, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
+
+	fs = fss.FlagSet("Health and metrics")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address for /healthz and /livez (kube-proxy's port); empty disables")
+	fs.DurationVar(&c.HealthzTimeout.Duration, "healthz-timeout", c.HealthzTimeout.Duration, "/healthz fails when a change waited longer than this without being applied")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address for /metrics (kube-proxy's port); empty disables")
+	fs.BoolVar(&c.PerServiceMetrics, "per-service-metrics", c.PerServiceMetrics, "export socklb_service_connections_total and socklb_service_datagrams_total: two series per Service port (300k per node at 100k Services), so off by default")
+
+	fs = fss.FlagSet("Security")
+	fs.StringSliceVar(&c.ExternalIPCIDRs, "external-ip-cidrs", c.ExternalIPCIDRs, "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
+		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
+	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
+	fs.BoolVar(&c.ProfilingAllowRemote, "profiling-allow-remote", c.ProfilingAllowRemote, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")
+
+	fs = fss.FlagSet("Logging")
+	logsapi.AddFlags(&c.Logging, fs)
+	// Alpha options need the LoggingAlphaOptions feature gate, which
+	// socklb does not expose: do not offer flags that can only fail.
+	for _, name := range []string{"log-text-split-stream", "log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size"} {
+		_ = fs.MarkHidden(name)
+	}
+
+	fs = fss.FlagSet("Config file")
+	fs.StringVar(&o.configFile, "config", "", "a SocklbConfiguration file ("+configAPIVersion+") setting any of the flags above; flags given on the command line override it")
+	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "write the effective configuration (defaults, --config and flags) to this file and exit")
+	return fss
+}
+
+// loadConfig replaces the flag-bound config with --config's, then sets
+// again every flag the command line gave, so flags win over the file.
+func (o *agentOptions) loadConfig(fs *pflag.FlagSet) error {
+	if o.configFile == "" {
+		return nil
+	}
+	type given struct {
+		f     *pflag.Flag
+		value string
+		slice []string
+	}
+	var flags []given
+	fs.Visit(func(f *pflag.Flag) {
+		g := given{f: f, value: f.Value.String()}
+		if s, ok := f.Value.(pflag.SliceValue); ok {
+			g.slice = s.GetSlice()
+		}
+		flags = append(flags, g)
+	})
+	c, err := loadConfigFile(o.configFile)
+	if err != nil {
+		return err
+	}
+	// The flags point into *o.cfg: overwrite it in place.
+	*o.cfg = *c
+	for _, g := range flags {
+		var err error
+		if s, ok := g.f.Value.(pflag.SliceValue); ok {
+			err = s.Replace(g.slice)
+		} else {
+			err = g.f.Value.Set(g.value)
+		}
+		if err != nil {
+			return fmt.Errorf("--%s=%s over --config: %w", g.f.Name, g.value, err)
+		}
+	}
+	return nil
+}
+
+// complete validates the effective config and turns it into agentFlags.
+// Every error names the flag (the config field is the flag in camelCase)
+// and what to do.
+func (o *agentOptions) complete() (agentFlags, error) {
+	c := o.cfg
+	f := agentFlags{
+		kubeconfig: c.Kubeconfig, manifests: c.Manifests, nodeName: c.NodeName,
+		cgroupPath: c.CgroupPath, bpffsPath: c.BPFFSPath,
+		healthzAddr: c.HealthzBindAddress, metricsAddr: c.MetricsBindAddress,
+		maxServices: c.MaxServices, maxBackends: c.MaxBackends, maxRevNAT: c.MaxRevNAT, maxAffinity: c.MaxAffinity,
+		healthTimeout: c.HealthzTimeout.Duration, lockTimeout: c.LockTimeout.Duration, pinCheckInterval: c.PinCheckInterval.Duration,
+		hostNSOnly: c.SocketLBHostNSOnly, profiling: c.Profiling, profilingAllowRemote: c.ProfilingAllowRemote,
+		perServiceMetrics: c.PerServiceMetrics, terminateSockets: c.TerminateSockets,
+		logging: &c.Logging,
+	}
+	var err error
+	if f.nodePortAddresses, err = parseNodePortAddresses(strings.Join(c.NodePortAddresses, ",")); err != nil {
+		return f, err
+	}
+	if f.externalIPCIDRs, err = parseExternalIPCIDRs(strings.Join(c.ExternalIPCIDRs, ",")); err != nil {
+		return f, err
+	}
+	if f.disableFeatures, err = datapath.ParseFeatures(strings.Join(c.DisableKernelFeatures, ",")); err != nil {
+		return f, fmt.Errorf("--disable-kernel-features: %w", err)
+	}
+	if f.kubeconfig != "" && f.manifests != "" {
+		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
+	}
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity} {
+		if v == 0 || v > 1<<31 {
+			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
+		}
+	}
+	if f.profiling && !f.profilingAllowRemote && f.metricsAddr != "" && !isLoopbackAddr(f.metricsAddr) {
+		return f, fmt.Errorf("--profiling on --metrics-bind-address %s would serve /debug/pprof/ without authentication to every host that reaches it: "+
+			"bind metrics to 127.0.0.1 (the default), drop --profiling, or add --profiling-allow-remote if the network is trusted", f.metricsAddr)
+	}
+	if errs := logsapi.Validate(&c.Logging, loggingFeatures, nil); len(errs) > 0 {
+		return f, fmt.Errorf("logging: %w", errs.ToAggregate())
+	}
+	return f, nil
+}
+
+// resolveNodeName fills the node name the way the flag's help says; it is
+// kept out of complete so --write-config-to does not pin one node's name.
+func (f *agentFlags) resolveNodeName() error {
+	if f.nodeName == "" {
+		f.nodeName = os.Getenv("NODE_NAME")
+	}
+	if f.nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("no --node-name, no $NODE_NAME and no hostname: %w", err)
+		}
+		f.nodeName = h
+	}
+	return nil
+}
+
+// parse finishes what the flag parser started: no stray arguments, the
+// config file under the flags, everything validated.
+func (o *agentOptions) parse(fs *pflag.FlagSet, args []string) (agentFlags, error) {
+	if len(args) > 0 {
+		return agentFlags{}, fmt.Errorf("unexpected arguments %q", args)
+	}
+	if err := o.loadConfig(fs); err != nil {
+		return agentFlags{}, err
+	}
+	return o.complete()
+}
+
+// parseAgentFlags parses args as `socklb agent` does, without running it.
+func parseAgentFlags(args []string) (agentFlags, error) {
+	o := newAgentOptions()
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	for _, s := range o.flagSets().FlagSets {
+		fs.AddFlagSet(s)
+	}
+	if err := fs.Parse(args); err != nil {
+		return agentFlags{}, err
+	}
+	f, err := o.parse(fs, fs.Args())
+	if err != nil {
+		return f, err
+	}
+	return f, f.resolveNodeName()
+}
