@@ -60,6 +60,6 @@ func setFlagSets(cmd *cobra.Command, fss cliflag.NamedFlagSets) {
 // singleFlagSet is for the small commands: their flags in one group.
 func singleFlagSet(cmd *cobra.Command, add func(fs *pflag.FlagSet)) {
 	var fss cliflag.NamedFlagSets
-	add(fss.FlagSet("Flags"))
+	add(fss.FlagSet(cmd.Name()))
 	setFlagSets(cmd, fss)
 }
