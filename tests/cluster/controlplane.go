@@ -68,6 +68,7 @@ type ControlPlane struct {
 	AdminConfig          *rest.Config
 
 	apiArgs []string // to restart the API server on the same port and etcd
+	kcmArgs []string // to restart the controllers
 }
 
 // Start starts everything with the default Options.
@@ -190,17 +191,18 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 	}
 
 	start = time.Now()
-	cp.KCM, err = StartProc("kube-controller-manager", filepath.Join(dir, "kube-controller-manager.log"), filepath.Join(tools, "kube-controller-manager"),
-		"--kubeconfig="+cp.AdminKubeconfig,
-		"--controllers="+o.Controllers,
+	cp.kcmArgs = []string{
+		"--kubeconfig=" + cp.AdminKubeconfig,
+		"--controllers=" + o.Controllers,
 		// Signs the ServiceAccount tokens of controllers that use their own
 		// credentials (with the full controller set).
-		"--root-ca-file="+cp.PKI.CACert,
-		"--service-account-private-key-file="+cp.PKI.SAKey,
+		"--root-ca-file=" + cp.PKI.CACert,
+		"--service-account-private-key-file=" + cp.PKI.SAKey,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--v=1",
-	)
+	}
+	cp.KCM, err = StartProc("kube-controller-manager", filepath.Join(dir, "kube-controller-manager.log"), filepath.Join(tools, "kube-controller-manager"), cp.kcmArgs...)
 	if err != nil {
 		return cp, err
 	}

@@ -31,3 +31,18 @@ func (cp *ControlPlane) StartAPIServer() error {
 		return HTTPOK(hc, cp.Server+"/readyz", cp.AdminToken, "ok")
 	})
 }
+
+// RestartControllers restarts kube-controller-manager with the same flags.
+// After an API server outage its informers retry with a backoff of up to
+// 30 s; a test that measures something else after the outage must not
+// wait on that.
+func (cp *ControlPlane) RestartControllers() error {
+	cp.KCM.Stop(10 * time.Second)
+	p, err := StartProc("kube-controller-manager", filepath.Join(cp.Dir, fmt.Sprintf("kube-controller-manager-%d.log", time.Now().UnixNano())),
+		filepath.Join(cp.Tools, "kube-controller-manager"), cp.kcmArgs...)
+	if err != nil {
+		return err
+	}
+	cp.KCM = p
+	return nil
+}

@@ -57,6 +57,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatalf("restarting kube-apiserver: %v", err)
 	}
 	restarted = true
+	e.apiRestarted = true
 	back := time.Now()
 	// A change that needs only the API server and the agent's watch (no
 	// controller): the Service goes away.
@@ -82,5 +83,10 @@ func TestAPIServerOutage(t *testing.T) {
 		time.Since(back).Round(time.Millisecond), time.Since(gone).Round(time.Millisecond))
 	if code, _ := e.health("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after the outage = %d, want 200", code)
+	}
+	// The controllers' informers are in the same backoff; the tests after
+	// this one measure the agent, not kube-controller-manager's recovery.
+	if err := cp.RestartControllers(); err != nil {
+		t.Errorf("restarting kube-controller-manager: %v", err)
 	}
 }
