@@ -48,8 +48,10 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 		return nil, err
 	}
 	// Upstream's agnhost is alpine, whose wget is busybox's: the suite's
-	// exec pods run `wget -qO-` against Services.
-	wget, err := oci.FilesLayer([]oci.File{{Path: "/bin/busybox", Src: b.BusyBox, Mode: 0o755}, {Path: "/usr/bin/wget", Link: "/bin/busybox"}})
+	// exec pods run `wget -qO-` against Services. Under /usr/bin only:
+	// Debian's /bin is a symlink to it, and a layer's bin/ directory
+	// would hide it (and /bin/sh with it).
+	wget, err := oci.FilesLayer([]oci.File{{Path: "/usr/bin/busybox", Src: b.BusyBox, Mode: 0o755}, {Path: "/usr/bin/wget", Link: "busybox"}})
 	if err != nil {
 		return nil, err
 	}
