@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,10 +49,14 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 		return nil, err
 	}
 	// Upstream's agnhost is alpine, whose wget is busybox's: the suite's
-	// exec pods run `wget -qO-` against Services. Under /usr/bin only:
-	// Debian's /bin is a symlink to it, and a layer's bin/ directory
-	// would hide it (and /bin/sh with it).
-	wget, err := oci.FilesLayer([]oci.File{{Path: "/usr/bin/busybox", Src: b.BusyBox, Mode: 0o755}, {Path: "/usr/bin/wget", Link: "busybox"}})
+	// exec pods run `wget -q -T N -O - URL` against Services. Debian's
+	// static busybox crashes in glibc's resolver there, so wget is that
+	// call on the image's curl.
+	shim := filepath.Join(dir, "wget")
+	if err := os.WriteFile(shim, []byte(wgetShim), 0o755); err != nil {
+		return nil, err
+	}
+	wget, err := oci.FilesLayer([]oci.File{{Path: "/usr/bin/wget", Src: shim, Mode: 0o755}})
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +95,24 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 	}
 	return append(out, path), nil
 }
+
+// wgetShim takes the options the suite gives wget (-q, -T seconds, -O file)
+// and runs curl, failing on an HTTP error as wget does.
+const wgetShim = `#!/bin/sh
+t=10 out=- url=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-T) t=$2; shift ;;
+	-T*) t=${1#-T} ;;
+	-O) out=$2; shift ;;
+	-O*) out=${1#-O} ;;
+	-*) ;;
+	*) url=$1 ;;
+	esac
+	shift
+done
+exec curl -sf --max-time "$t" -o "$out" "$url"
+`
 
 // busyboxLayer is Debian's static busybox with a link per applet in /bin,
 // as the busybox image has.
