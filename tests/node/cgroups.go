@@ -176,9 +176,3 @@ func (c *Cgroups) Remove() error {
 	}
 	return errors.Join(errs...)
 }
-
-// LeaveV2 moves the calling process back to the v2 root's child it came
-// from (the parent directory of V2), so Remove can empty V2.
-func (c *Cgroups) LeaveV2() error {
-	return os.WriteFile(filepath.Join(filepath.Dir(c.V2), "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644)
-}
