@@ -60,6 +60,10 @@ func WriteCNIConfig(confDir, dataDir string) error {
 				},
 			},
 			map[string]any{"type": "loopback"},
+			// hostPort is the runtime's job, not the Service proxy's: without
+			// portmap the HostPort conformance test fails under either proxy.
+			// Its rules live in the node's own network namespace.
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 		},
 	}
 	b, err := json.MarshalIndent(conf, "", "  ")
