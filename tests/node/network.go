@@ -22,12 +22,20 @@ const (
 )
 
 // SetupBridge makes the pods' bridge with the node's address before the
-// first pod: the CNI bridge plugin adopts it (same name, same gateway).
+// first pod (the CNI bridge plugin adopts it: same name, same gateway), and
+// the node's route to the Service CIDR.
 func SetupBridge() error {
 	for _, args := range [][]string{
 		{"link", "add", Bridge, "type", "bridge"},
 		{"addr", "add", NodeIP + "/24", "dev", Bridge},
 		{"link", "set", Bridge, "up"},
+		// A node always has a route to the Service CIDR (its default route):
+		// kube-proxy's OUTPUT DNAT happens after the route lookup, so without
+		// one every hostNetwork pod's connect to a ClusterIP fails with
+		// ENETUNREACH under the control. The route stays inside the node's
+		// network namespace, which has no way out; socklb never needs it, as
+		// it rewrites the address before the lookup.
+		{"route", "add", cluster.ServiceCIDR, "dev", Bridge},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %v: %v: %s", args, err, out)
