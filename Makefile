@@ -79,7 +79,8 @@ BENCH_CHANGES ?= 50
 # figures (kube-proxy iptables mode at 10 000 Services, on 2 CPUs).
 BENCH_SYNC_TIMEOUT ?= 5m
 # One endpoint change per second for this long after the programming-latency
-# changes, then the agent's RSS and CPU again (issue 5: 10 minutes).
+# changes, then the agent's RSS and CPU again (10 minutes: 600 changes, enough
+# for a cost that grows with each change to show).
 BENCH_CHURN   ?= 10m
 BENCH_FLAGS   ?=
 BENCH_OUT     ?= bench/results

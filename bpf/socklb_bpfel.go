@@ -82,6 +82,13 @@ type SocklbSockState struct {
 	Pad  uint32
 }
 
+type SocklbSvcFlag uint16
+
+const (
+	SocklbSvcFlagSVC_F_POLICY_DROP SocklbSvcFlag = 1
+	SocklbSvcFlagSVC_F_LOCAL       SocklbSvcFlag = 2
+)
+
 type SocklbSvcKey struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -89,6 +96,15 @@ type SocklbSvcKey struct {
 	Proto uint8
 	Pad   uint8
 }
+
+type SocklbSvcKind uint8
+
+const (
+	SocklbSvcKindSVC_KIND_CLUSTER_IP    SocklbSvcKind = 0
+	SocklbSvcKindSVC_KIND_NODE_PORT     SocklbSvcKind = 1
+	SocklbSvcKindSVC_KIND_EXTERNAL_IP   SocklbSvcKind = 2
+	SocklbSvcKindSVC_KIND_LOAD_BALANCER SocklbSvcKind = 3
+)
 
 type SocklbSvcName struct {
 	_    structs.HostLayout
@@ -101,8 +117,8 @@ type SocklbSvcValue struct {
 	Count           uint32
 	Generation      uint32
 	AffinityTimeout uint32
-	Flags           uint16
-	Kind            uint8
+	Flags           SocklbSvcFlag
+	Kind            SocklbSvcKind
 	Pad             uint8
 	AffinityId      uint32
 }

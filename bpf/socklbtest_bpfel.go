@@ -24,10 +24,19 @@ type SocklbTestLbReq struct {
 	Client    uint64
 }
 
+type SocklbTestLbVerdict uint32
+
+const (
+	SocklbTestLbVerdictLB_PASS    SocklbTestLbVerdict = 0
+	SocklbTestLbVerdictLB_XLATED  SocklbTestLbVerdict = 1
+	SocklbTestLbVerdictLB_REFUSE  SocklbTestLbVerdict = 2
+	SocklbTestLbVerdictLB_UNREACH SocklbTestLbVerdict = 3
+)
+
 type SocklbTestTestCtx struct {
 	_       structs.HostLayout
 	Req     SocklbTestLbReq
-	Verdict uint32
+	Verdict SocklbTestLbVerdict
 	Pad     uint32
 }
 

@@ -1,7 +1,7 @@
 // Command report turns socklb-bench's results JSON into BENCHMARKS.md: a
-// table per figure with ratios to direct and to kube-proxy, the issue's
-// targets checked against the numbers, PNG plots, and the hand-written
-// analysis of bench/NOTES.md. Run by `make bench` and `make bench-smoke`:
+// table per figure with ratios to direct and to kube-proxy, the
+// performance targets (the goal, not a test) checked against the numbers,
+// PNG plots, and the hand-written analysis of bench/NOTES.md. Run by `make bench` and `make bench-smoke`:
 //
 //	go run . -in ../results/latest.json -md ../../BENCHMARKS.md -plots ../results -notes ../NOTES.md
 package main

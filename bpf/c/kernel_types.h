@@ -9,6 +9,19 @@
 
 #define CORE __attribute__((preserve_access_index))
 
+/* Address families (include/linux/socket.h): macros, so not in the
+ * kernel's BTF; their values are ABI. */
+#define AF_INET 2
+#define AF_INET6 10
+
+/* skc_state values, as vmlinux.h has them (include/net/tcp_states.h);
+ * UDP sockets use TCP_ESTABLISHED for connected. */
+enum {
+	TCP_ESTABLISHED = 1,
+	TCP_CLOSE = 7,
+	TCP_LISTEN = 10,
+};
+
 struct in6_addr___sl {
 	__u32 s6_addr32[4];
 };

@@ -12,10 +12,12 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-/* Sizes are defaults; the agent overrides max_entries at load time. */
-#define SOCKLB_MAX_SERVICES 65536
-#define SOCKLB_MAX_BACKENDS 262144
-#define SOCKLB_MAX_AFFINITY 262144
+/* The agent sets every max_entries at load time (mapTable in
+ * pkg/datapath/maps.go). These equal its defaults (pkg/datapath/config.go,
+ * kept equal by TestMapTable), so either file tells the real capacity. */
+#define SOCKLB_MAX_SERVICES 262144
+#define SOCKLB_MAX_BACKENDS 1048576
+#define SOCKLB_MAX_AFFINITY 65536
 
 /* KUBE-SERVICES: which frontends exist. */
 struct svc_key {
@@ -25,17 +27,31 @@ struct svc_key {
 	__u8 pad;
 };
 
-/* svc_value.flags */
-#define SVC_F_POLICY_DROP 0x1 /* endpoints exist, the traffic policy allows none here */
-#define SVC_F_LOCAL 0x2	      /* internalTrafficPolicy Local (informational) */
+/* Enums with a fixed underlying type (a clang extension in C) keep the
+ * fields' sizes and put the names in BTF, from which bpf2go emits the Go
+ * constants: the C definition is the only one. */
+
+/* svc_value.flags, a bit set. */
+enum svc_flag : __u16 {
+	SVC_F_POLICY_DROP = 0x1, /* endpoints exist, the traffic policy allows none here */
+	SVC_F_LOCAL = 0x2,	 /* internalTrafficPolicy Local (informational) */
+};
+
+/* svc_value.kind: why the frontend exists. */
+enum svc_kind : __u8 {
+	SVC_KIND_CLUSTER_IP = 0,
+	SVC_KIND_NODE_PORT = 1,
+	SVC_KIND_EXTERNAL_IP = 2,
+	SVC_KIND_LOAD_BALANCER = 3,
+};
 
 struct svc_value {
 	__u32 svc_id;
 	__u32 count;	  /* backends in this generation's slots; 0 = REJECT */
 	__u32 generation; /* which slots are live; flipped by one map write */
 	__u32 affinity_timeout; /* seconds; 0 = no sessionAffinity */
-	__u16 flags;
-	__u8 kind; /* ClusterIP, NodePort, ExternalIP, LoadBalancer */
+	enum svc_flag flags; /* SVC_F_* or'ed */
+	enum svc_kind kind;
 	__u8 pad;
 	/* Shared by every frontend of one Service port (and family): kube-
 	 * proxy's `recent` lists live in the endpoint chains, so a client keeps
@@ -155,7 +171,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__uint(max_entries, 2 * SOCKLB_MAX_BACKENDS); /* a switching service holds two generations */
 	__type(key, struct slot_key);
 	__type(value, struct slot_value);
 } slots SEC(".maps");

@@ -11,7 +11,10 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 
 struct test_ctx {
 	struct lb_req req;
-	__u32 verdict;
+	/* lb_translate's answer; the boolean entry points (lb_revnat,
+	 * lb_skip_netns) answer 0 or 1. Typed so that bpf2go emits the
+	 * verdicts for the Go tests. */
+	enum lb_verdict verdict;
 	__u32 pad;
 };
 

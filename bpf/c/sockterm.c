@@ -10,21 +10,14 @@
  * peer and are never touched.
  * GPL-only: bpf_sock_destroy is a GPL kfunc. */
 #include <linux/bpf.h>
+#include <linux/in.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
 
+#include "addr.h"
 #include "kernel_types.h"
 #include "maps.h"
 
 char __license[] SEC("license") = "GPL";
-
-#define AF_INET 2
-#define AF_INET6 10
-#define TCP_ESTABLISHED 1
-#define TCP_LISTEN 10
-#define TCP_CLOSE 7
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
 
 extern int bpf_sock_destroy(struct sock_common *sk) __ksym;
 
@@ -38,7 +31,9 @@ struct sock_target {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
+	/* One walk's targets are backends retired by one Apply, at most every
+	 * backend: sized like backends, so writing them never fails. */
+	__uint(max_entries, SOCKLB_MAX_BACKENDS);
 	__type(key, struct sock_target);
 	__type(value, __u8);
 } sock_targets SEC(".maps");
@@ -56,16 +51,13 @@ struct {
 static __always_inline int translated_to(struct sock_common *sk, const struct sock_target *t)
 {
 	struct sock_state *st = bpf_sk_storage_get(&sk_state, sk, 0, 0);
-	const __u32 *a = (const __u32 *)t->addr;
 
 	if (!st)
 		return 0;
 #pragma unroll
 	for (int i = 0; i < SOCK_ENTRIES; i++) {
-		const __u32 *b = (const __u32 *)st->e[i].backend;
-
 		if (st->e[i].affinity_id && st->e[i].backend_port == t->port &&
-		    a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3])
+		    addr_eq(st->e[i].backend, t->addr))
 			return 1;
 	}
 	return 0;
@@ -78,8 +70,7 @@ static __always_inline int is_target(struct sock_common *sk, __u8 proto)
 	unsigned short family = sk->skc_family;
 
 	if (family == AF_INET) {
-		w[2] = bpf_htonl(0x0000ffff);
-		w[3] = sk->skc_daddr;
+		addr_from_v4(t.addr, sk->skc_daddr);
 	} else if (family == AF_INET6) {
 		w[0] = sk->skc_v6_daddr.s6_addr32[0];
 		w[1] = sk->skc_v6_daddr.s6_addr32[1];

@@ -162,7 +162,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		mk := memberKey(next.ID, b)
 		if err := put(func() error { return d.t.members.Put(mk, id) }); err != nil {
 			rollback()
-			return mapErr("members", "--max-backends", err)
+			return mapErr(socklbbpf.SocklbMapMembers, err)
 		}
 		undo = append(undo, func() { _ = d.t.members.Delete(mk) })
 		next.BackendIDs = append(next.BackendIDs, id)
@@ -172,7 +172,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		sv := socklbbpf.SocklbSlotValue{BackendId: id, SvcId: next.ID, Generation: next.Generation}
 		if err := put(func() error { return d.t.slots.Put(sk, sv) }); err != nil {
 			rollback()
-			return mapErr("slots", "--max-backends", err)
+			return mapErr(socklbbpf.SocklbMapSlots, err)
 		}
 		undo = append(undo, func() { _ = d.t.slots.Delete(sk) })
 	}
@@ -186,7 +186,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		}
 		if err := put(func() error { return d.t.svcNames.Put(next.ID, name) }); err != nil {
 			rollback()
-			return mapErr("svc_names", "--max-services", err)
+			return mapErr(socklbbpf.SocklbMapSvcNames, err)
 		}
 	}
 
@@ -197,17 +197,17 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		Generation:      next.Generation,
 		AffinityTimeout: uint32(fe.Affinity / time.Second),
 		AffinityId:      next.AffinityID,
-		Kind:            uint8(fe.Kind),
+		Kind:            kindToMap(fe.Kind),
 	}
 	if fe.PolicyDrop {
-		sv.Flags |= svcFlagPolicyDrop
+		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_POLICY_DROP
 	}
 	if fe.LocalOnly {
-		sv.Flags |= svcFlagLocal
+		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_LOCAL
 	}
 	if err := put(func() error { return d.t.services.Put(svcKey(fe.Key), sv) }); err != nil {
 		rollback()
-		return mapErr("services", "--max-services", err)
+		return mapErr(socklbbpf.SocklbMapServices, err)
 	}
 	d.current[fe.Key] = next
 
@@ -260,13 +260,13 @@ func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (
 	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
 	if err := put(func() error { return d.t.stats.Put(id, zero) }); err != nil {
 		d.backendIDs.free(id)
-		return 0, mapErr("stats", "--max-backends", err)
+		return 0, mapErr(socklbbpf.SocklbMapStats, err)
 	}
 	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto), Id: id}
 	if err := put(func() error { return d.t.backends.Put(id, be) }); err != nil {
 		_ = d.t.stats.Delete(id)
 		d.backendIDs.free(id)
-		return 0, mapErr("backends", "--max-backends", err)
+		return 0, mapErr(socklbbpf.SocklbMapBackends, err)
 	}
 	return id, nil
 }
@@ -276,12 +276,6 @@ func (d *Datapath) deleteBackend(id uint32) {
 	_ = d.t.stats.Delete(id)
 	d.backendIDs.free(id)
 }
-
-// SVC_F_* in bpf/c/maps.h.
-const (
-	svcFlagPolicyDrop = 0x1
-	svcFlagLocal      = 0x2
-)
 
 func memberKey(svcID uint32, b servicemap.Backend) socklbbpf.SocklbMemberKey {
 	return socklbbpf.SocklbMemberKey{SvcId: svcID, Addr: addrBytes(b.Addr), Port: portToMap(b.Port)}
@@ -294,12 +288,12 @@ func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 // mapErr names the map and the flag that sizes it when the kernel says the
 // map is full (hash maps answer E2BIG); other errors (ENOMEM that outlasted
 // put's retries) are retried by the next sync.
-func mapErr(m, flag string, err error) error {
+func mapErr(m string, err error) error {
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("writing %s map: %w", m, err)
 	}
-	if isFull(err) {
-		return fmt.Errorf("%s map is full: raise %s (nothing already programmed was changed)", m, flag)
+	if def, _ := mapDefOf(m); isFull(err) {
+		return fmt.Errorf("%s map is full: raise %s (nothing already programmed was changed)", m, def.flag)
 	}
 	return fmt.Errorf("writing %s map: %w", m, err)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -87,15 +86,7 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 		return m, nil
 	}
 	var t tables
-	for name, dst := range map[string]**ebpf.Map{
-		socklbbpf.SocklbMapServices: &t.services,
-		socklbbpf.SocklbMapSlots:    &t.slots,
-		socklbbpf.SocklbMapBackends: &t.backends,
-		socklbbpf.SocklbMapStats:    &t.stats,
-		socklbbpf.SocklbMapSvcNames: &t.svcNames,
-		socklbbpf.SocklbMapAffinity: &t.affinity,
-		socklbbpf.SocklbMapMembers:  &t.members,
-	} {
+	for name, dst := range mapFields(&t) {
 		m, err := open(name)
 		if err != nil {
 			closeAll()

@@ -16,10 +16,12 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
+// lb_verdict of bpf/c/lb.h, emitted by bpf2go.
 const (
-	verdictPass   = 0
-	verdictXlated = 1
-	verdictRefuse = 2
+	verdictPass    = socklbbpf.SocklbTestLbVerdictLB_PASS
+	verdictXlated  = socklbbpf.SocklbTestLbVerdictLB_XLATED
+	verdictRefuse  = socklbbpf.SocklbTestLbVerdictLB_REFUSE
+	verdictUnreach = socklbbpf.SocklbTestLbVerdictLB_UNREACH
 )
 
 func requireRoot(t *testing.T) {
@@ -87,7 +89,7 @@ func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.
 	}
 	applySizes(spec.Maps, d.cfg)
 	var objs socklbbpf.SocklbTestObjects
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: sharedMaps(d.Maps())})
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: stateMaps(d.Maps())})
 	if err != nil {
 		t.Fatalf("loading test programs: %v", err)
 	}
@@ -96,7 +98,7 @@ func testProgsWith(t *testing.T, d *Datapath, consts map[string]any) *socklbbpf.
 }
 
 type result struct {
-	verdict   uint32
+	verdict   socklbbpf.SocklbTestLbVerdict
 	addrPort  netip.AddrPort
 	backendID uint32
 }

@@ -53,38 +53,6 @@ func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, error) {
 	return &objs, nil
 }
 
-// applySizes sets each map's capacity from cfg. Every object that shares
-// the maps (the hooks, and the test-run wrappers) must agree on them.
-func applySizes(maps map[string]*ebpf.MapSpec, cfg Config) {
-	sizes := map[string]uint32{
-		socklbbpf.SocklbMapServices: cfg.MaxServices,
-		socklbbpf.SocklbMapSvcNames: cfg.MaxServices,
-		socklbbpf.SocklbMapSlots:    2 * cfg.MaxBackends, // a service being switched holds two generations
-		socklbbpf.SocklbMapBackends: cfg.MaxBackends,
-		socklbbpf.SocklbMapStats:    cfg.MaxBackends,
-		socklbbpf.SocklbMapAffinity: cfg.MaxAffinity,
-		socklbbpf.SocklbMapMembers:  cfg.MaxBackends,
-	}
-	for name, ms := range maps {
-		if n, ok := sizes[name]; ok {
-			ms.MaxEntries = n
-		}
-	}
-}
-
 // isStateMap tells the maps that hold socklb's state (pinned, adopted,
 // removed by Cleanup) from the loader's internal .rodata/.bss.
 func isStateMap(name string) bool { return !strings.HasPrefix(name, ".") }
-
-// sharedMaps is every state map by its C name, for objects (the socket
-// iterators, the test-run wrappers) that include maps.h and must use the
-// agent's maps instead of creating their own.
-func sharedMaps(m *socklbbpf.SocklbMaps) map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{
-		socklbbpf.SocklbMapServices: m.Services, socklbbpf.SocklbMapSlots: m.Slots,
-		socklbbpf.SocklbMapBackends: m.Backends, socklbbpf.SocklbMapStats: m.Stats,
-		socklbbpf.SocklbMapSvcNames: m.SvcNames,
-		socklbbpf.SocklbMapAffinity: m.Affinity, socklbbpf.SocklbMapMembers: m.Members,
-		socklbbpf.SocklbMapSkState: m.SkState, socklbbpf.SocklbMapSockEvents: m.SockEvents,
-	}
-}

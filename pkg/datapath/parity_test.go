@@ -10,8 +10,6 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-const verdictUnreach = 3
-
 func TestAffinityKeepsClientOnBackend(t *testing.T) {
 	d := openTest(t, Config{})
 	p := testProgs(t, d)
@@ -166,7 +164,7 @@ func TestHostNSOnlySkipsOtherNamespaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testProgsWith(t, d, tc.consts)
 			r := runFrom(t, p.TestSkipNetns, netip.MustParseAddrPort("10.96.0.10:80"), servicemap.TCP, 1, tc.client)
-			if r.verdict != tc.skip {
+			if uint32(r.verdict) != tc.skip { // lb_skip_netns answers a boolean
 				t.Fatalf("skip = %d, want %d", r.verdict, tc.skip)
 			}
 		})

@@ -14,14 +14,26 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-// tables are the maps the agent reads and writes; the hook programs are not
-// needed to read state, so inspect and adoption share this.
+// tables are the maps the agent reads and writes, by their names in
+// mapTable; the hook programs are not needed to read state, so inspect and
+// adoption share this.
 type tables struct {
-	services, slots, backends, stats, svcNames, affinity, members *ebpf.Map
+	services *ebpf.Map `ebpf:"services"`
+	slots    *ebpf.Map `ebpf:"slots"`
+	backends *ebpf.Map `ebpf:"backends"`
+	stats    *ebpf.Map `ebpf:"stats"`
+	svcNames *ebpf.Map `ebpf:"svc_names"`
+	affinity *ebpf.Map `ebpf:"affinity"`
+	members  *ebpf.Map `ebpf:"members"`
 }
 
 func tablesOf(m *socklbbpf.SocklbMaps) tables {
-	return tables{m.Services, m.Slots, m.Backends, m.Stats, m.SvcNames, m.Affinity, m.Members}
+	var t tables
+	loaded := stateMaps(m)
+	for name, dst := range mapFields(&t) {
+		*dst = loaded[name]
+	}
+	return t
 }
 
 // Service is one programmed frontend as the maps hold it.
@@ -53,10 +65,10 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 		}
 		s := &Service{ID: v.SvcId, Generation: v.Generation, AffinityID: v.AffinityId}
 		s.Frontend.Key = key
-		s.Frontend.Kind = servicemap.Kind(v.Kind)
+		s.Frontend.Kind = kindFromMap(v.Kind)
 		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
-		s.Frontend.PolicyDrop = v.Flags&svcFlagPolicyDrop != 0
-		s.Frontend.LocalOnly = v.Flags&svcFlagLocal != 0
+		s.Frontend.PolicyDrop = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_POLICY_DROP != 0
+		s.Frontend.LocalOnly = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_LOCAL != 0
 		var name socklbbpf.SocklbSvcName
 		if err := t.svcNames.Lookup(v.SvcId, &name); err == nil {
 			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -131,18 +130,4 @@ func repairLinks(cfg Config, progs *socklbbpf.SocklbPrograms) ([]string, error) 
 		}
 	}
 	return fixed, errors.Join(errs...)
-}
-
-// stateMaps lists the pinned maps by their pin names, from the bpf2go
-// struct tags, so a map added in bpf/c is checked without a change here.
-func stateMaps(m *socklbbpf.SocklbMaps) map[string]*ebpf.Map {
-	out := map[string]*ebpf.Map{}
-	v := reflect.ValueOf(m).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		name := v.Type().Field(i).Tag.Get("ebpf")
-		if mp, ok := v.Field(i).Interface().(*ebpf.Map); ok && mp != nil && isStateMap(name) {
-			out[name] = mp
-		}
-	}
-	return out
 }

@@ -45,7 +45,7 @@ func newTerminator(cfg Config, shared *socklbbpf.SocklbMaps) (*terminator, error
 	}
 	applySizes(spec.Maps, cfg)
 	t := &terminator{cgroup: cgroup}
-	err = spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{MapReplacements: sharedMaps(shared)})
+	err = spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{MapReplacements: stateMaps(shared)})
 	if err != nil {
 		return nil, fmt.Errorf("loading socket iterators (they need Linux 6.5+ for the bpf_sock_destroy kfunc; --terminate-sockets=none silences this): %w", err)
 	}

@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-// outage is how long the API server stays down (the 60 s; shorter
-// with SOCKLB_E2E_OUTAGE=10s for a quick local run).
+// outage is how long the API server stays down: 60 s, long enough for
+// client-go's reflector backoff (0.8 s, doubling, capped at 30 s) to reach
+// its cap, so the agent rides out many failed relists; shorter with
+// SOCKLB_E2E_OUTAGE=10s for a quick local run.
 func outage() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("SOCKLB_E2E_OUTAGE")); err == nil && d > 0 {
 		return d

@@ -77,7 +77,7 @@ func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
 }
 
 // TestUnconnectedUDPSocketSurvives: a resolver's unconnected socket has no
-// peer; removing a backend must not destroy it (Cilium #48564). One socket
+// peer; removing a backend must not destroy it (cilium/cilium#48564). One socket
 // sends a query every 100 ms for 4 s and keeps one pod while that pod stays
 // in the Service; its pod is removed while the socket is alive and sending,
 // and the queries after that all reach the remaining pod through the same

@@ -1,5 +1,6 @@
 // Package lab builds throwaway network labs for socklb's integration tests
-// and demo, following the safety rules of DESIGN.md §5:
+// and demo, following the safety rules every socklb test obeys (the
+// README's Tests section):
 //
 //   - NewCgroup creates a fresh child cgroup (socklb-lab-<pid>-<n>) directly
 //     under the cgroup2 mount; it never operates on the root cgroup itself.

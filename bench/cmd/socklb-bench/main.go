@@ -8,7 +8,8 @@
 //	socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s      # smoke (CI)
 //	socklb-bench --sizes 100,1000,10000,30000 --rounds 5 --changes 50
 //
-// Besides the runs (exactly issue 5's keys), the JSON holds socklb_maps
+// Besides the runs (a fixed set of keys, so runs of any date compare key
+// by key and bench/report reads them all), the JSON holds socklb_maps
 // (socklb's BPF map memory after its full sync, per map, from bpftool) and
 // churn (each agent's RSS and CPU after --churn of one endpoint change per
 // second).
@@ -63,8 +64,9 @@ type config struct {
 	self           string // this binary
 }
 
-// Run is one (N, dataplane) result, with exactly the keys of issue 5; nil
-// where a figure does not apply (or could not be measured).
+// Run is one (N, dataplane) result. Its keys stay fixed so that results of
+// different dates compare; nil where a figure does not apply (or could not
+// be measured).
 type Run struct {
 	NServices        int      `json:"n_services"`
 	Dataplane        string   `json:"dataplane"`
@@ -81,7 +83,7 @@ type Run struct {
 
 // MapMem is the kernel memory of socklb's BPF maps after its full sync:
 // per pinned map (bytes_memlock of `bpftool map show`) and in total. Kept
-// out of Run, whose keys are exactly issue 5's.
+// out of Run, whose keys stay fixed.
 type MapMem struct {
 	NServices int              `json:"n_services"`
 	MapBytes  map[string]int64 `json:"map_bytes"`

@@ -33,7 +33,9 @@ const (
 	podBIP   = "10.244.1.12"
 	tcpPort  = 8080
 	udpPort  = 5353
-	// Endpoints per filler Service, as the issue asks.
+	// Endpoints per filler Service: the same for every dataplane, so a
+	// cost per Service compares, and enough that a Service is more than
+	// one rule or map entry.
 	endpointsPerService = 10
 )
 
