@@ -23,9 +23,11 @@ const (
 // keeps the pod up while the tests exec the client in it.
 const LabclientImage = "localhost/socklb-labclient:node"
 
-// Binaries are the static programs the images are made of.
+// Binaries are the static programs the images are made of. AgnhostSource
+// is k8s.io/kubernetes' test/images/agnhost, whose Dockerfile adds files
+// beside the binary.
 type Binaries struct {
-	Agnhost, Socklb, Labclient, BusyBox, CoreDNS string
+	Agnhost, AgnhostSource, Socklb, Labclient, BusyBox, CoreDNS string
 }
 
 // BuildImages writes one OCI tarball per image into dir and returns their
@@ -35,6 +37,16 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 	agnhost, err := oci.FilesLayer([]oci.File{{Path: "/agnhost", Src: b.Agnhost, Mode: 0o755}})
 	if err != nil {
 		return nil, err
+	}
+	// As upstream's Dockerfile: porter's TLS ports (the Proxy conformance
+	// test) read localhost.crt and localhost.key from the working directory.
+	agnhostFiles, err := oci.FilesLayer([]oci.File{
+		{Path: "/localhost.crt", Src: filepath.Join(b.AgnhostSource, "porter", "localhost.crt"), Mode: 0o644},
+		{Path: "/localhost.key", Src: filepath.Join(b.AgnhostSource, "porter", "localhost.key"), Mode: 0o644},
+		{Path: "/agnhost-2", Link: "agnhost"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agnhost's files from %s: %w", b.AgnhostSource, err)
 	}
 	base, err := oci.DirLayer(rootfs, dir)
 	if err != nil {
@@ -66,7 +78,7 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 		layers          []v1.Layer
 	}
 	specs := []spec{
-		{AgnhostImage, []string{"/agnhost"}, nil, []v1.Layer{base, wget, agnhost}},
+		{AgnhostImage, []string{"/agnhost"}, nil, []v1.Layer{base, wget, agnhost, agnhostFiles}},
 		// agnhost's pause answers SIGTERM and reaps, as the pause image does.
 		{PauseImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost}},
 		{BusyBoxImage, nil, []string{"sh"}, []v1.Layer{busybox}},

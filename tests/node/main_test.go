@@ -79,7 +79,16 @@ func parent() int {
 		return 1
 	}
 	defer os.RemoveAll(work)
-	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns"),
+	// The tools module's k8s.io/kubernetes: build.sh built agnhost from it,
+	// so it is in the module cache.
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	list.Dir, list.Env = filepath.Join(root, "tests", "e2e", "tools"), append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	k8sDir, err := list.Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "node: finding k8s.io/kubernetes' source for agnhost's files: %v\n", err)
+		return 1
+	}
+	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), AgnhostSource: filepath.Join(strings.TrimSpace(string(k8sDir)), "test", "images", "agnhost"), BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns"),
 		Socklb: filepath.Join(work, "socklb"), Labclient: filepath.Join(work, "labclient")}
 	for out, pkg := range map[string]string{bins.Socklb: "./cmd/socklb", bins.Labclient: "./tests/labclient"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
