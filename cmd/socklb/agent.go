@@ -15,7 +15,7 @@ import (
 	"github.com/socklb/socklb/pkg/agent"
 	"github.com/socklb/socklb/pkg/agent/healthcheck"
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/source"
 	"github.com/socklb/socklb/pkg/source/manifests"
 )
@@ -69,10 +69,12 @@ func runAgent(f agentFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	report := func(p servicemap.Problem) {
-		log.Warn("skipping unusable input", "kind", p.Kind, "object", p.ObjectName(), "reason", p.Reason)
-	}
-	base, err := newSource(f, report)
+	// The agent exists before the source so that the source's problems
+	// are logged and counted where the builds' are.
+	health := agent.NewHealth(f.healthTimeout)
+	metrics := agent.NewMetrics()
+	a := &agent.Agent{Log: log, Health: health, Metrics: metrics, PinCheckInterval: f.pinCheckInterval}
+	base, err := newSource(f, a.Report)
 	if err != nil {
 		return err
 	}
@@ -113,8 +115,6 @@ func runAgent(f agentFlags) error {
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
 
-	health := agent.NewHealth(f.healthTimeout)
-	metrics := agent.NewMetrics()
 	if err := metrics.SetBuildInfo(version, vcsRevision()); err != nil {
 		return fmt.Errorf("registering socklb_build_info: %w", err)
 	}
@@ -146,8 +146,7 @@ func runAgent(f agentFlags) error {
 	// do; they stop with the agent, as kube-proxy's do.
 	hc := &healthcheck.Server{Log: log, Healthy: func() bool { _, st := health.Status(false); return st.Healthy }}
 	defer hc.Close()
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc,
-		Pins: dp, PinCheckInterval: f.pinCheckInterval}
+	a.Source, a.Datapath, a.HealthChecks, a.Pins = src, dp, hc, dp
 	err = a.Run(ctx)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
@@ -167,7 +166,7 @@ func isLoopbackAddr(hostport string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-func newSource(f agentFlags, report source.ReportFunc) (source.Source, error) {
+func newSource(f agentFlags, report model.ReportFunc) (source.Source, error) {
 	if f.manifests != "" {
 		return manifests.New(manifests.Config{Dir: f.manifests, NodeName: f.nodeName, Report: report})
 	}

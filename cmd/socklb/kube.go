@@ -5,11 +5,12 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/source"
 	"github.com/socklb/socklb/pkg/source/kube"
 )
 
-func newKubeSource(f agentFlags, report source.ReportFunc) (source.Source, error) {
+func newKubeSource(f agentFlags, report model.ReportFunc) (source.Source, error) {
 	cfg, err := kube.RESTConfig(f.kubeconfig)
 	if err != nil {
 		return nil, err

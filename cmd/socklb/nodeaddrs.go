@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/source"
 )
 
@@ -22,7 +22,7 @@ type withNodeAddresses struct {
 	log             *slog.Logger
 }
 
-func (s withNodeAddresses) Snapshot() servicemap.Input {
+func (s withNodeAddresses) Snapshot() model.Input {
 	in := s.Source.Snapshot()
 	addrs, err := datapath.LocalAddresses()
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
 )
@@ -58,7 +58,7 @@ type Agent struct {
 	// cache keeps each unchanged Service's result between syncs.
 	cache servicemap.Cache
 	// lastProblems avoids logging the same bad object on every sync.
-	lastProblems map[string]bool
+	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
 
 	// snapMu orders the snapshots taken to count pending changes with the
@@ -172,7 +172,7 @@ func (a *Agent) sync() bool {
 		a.HealthChecks.Sync(servicemap.HealthChecks(in))
 	}
 	a.observeProgramming(triggers, state, res, done)
-	a.Health.SyncNode(ownNode(in))
+	a.Health.SyncNode(in.ThisNode())
 	ok := len(res.Failed) == 0
 	if ok {
 		a.Health.Updated(start)
@@ -224,28 +224,6 @@ func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time
 			a.Metrics.observeProgramming(done.Sub(t))
 		}
 	}
-}
-
-func ownNode(in servicemap.Input) *corev1.Node {
-	for _, n := range in.Nodes {
-		if n.Name == in.NodeName {
-			return n
-		}
-	}
-	return nil
-}
-
-func (a *Agent) reportProblems(problems []servicemap.Problem) {
-	seen := make(map[string]bool, len(problems))
-	for _, p := range problems {
-		s := p.String()
-		seen[s] = true
-		if !a.lastProblems[s] {
-			a.Log.Warn("skipping unusable object", "kind", p.Kind, "object", p.ObjectName(), "reason", p.Reason)
-		}
-	}
-	a.lastProblems = seen
-	a.Metrics.setProblems(problems)
 }
 
 func (a *Agent) reportFailures(res datapath.ApplyResult) {

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -18,19 +17,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 // fakeSource hands the agent whatever the test sets.
 type fakeSource struct {
 	mu      sync.Mutex
-	in      servicemap.Input
+	in      model.Input
 	changed func()
 	ready   chan struct{}
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{ready: make(chan struct{}), in: servicemap.Input{NodeName: "node-a"}}
+	return &fakeSource{ready: make(chan struct{}), in: model.Input{NodeName: "node-a"}}
 }
 
 func (s *fakeSource) Run(ctx context.Context, changed func()) error {
@@ -42,14 +42,14 @@ func (s *fakeSource) Run(ctx context.Context, changed func()) error {
 	return nil
 }
 
-func (s *fakeSource) Snapshot() servicemap.Input {
+func (s *fakeSource) Snapshot() model.Input {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.in
 }
 
 // set replaces the objects and tells the agent, as an informer event would.
-func (s *fakeSource) set(mod func(in *servicemap.Input)) {
+func (s *fakeSource) set(mod func(in *model.Input)) {
 	s.mu.Lock()
 	in := s.in
 	in.Services = append([]*corev1.Service(nil), in.Services...)
@@ -90,6 +90,7 @@ func (a *fakeApplier) setFail(name string, fail bool) {
 
 type harness struct {
 	t      *testing.T
+	logs   *lockedBuffer // the agent's log, as JSON lines
 	src    *fakeSource
 	dp     *fakeApplier
 	a      *Agent
@@ -97,10 +98,10 @@ type harness struct {
 }
 
 func startAgent(t *testing.T) *harness {
-	h := &harness{t: t, src: newFakeSource(), dp: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)}}
+	h := &harness{t: t, src: newFakeSource(), dp: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)}, logs: &lockedBuffer{}}
 	h.a = &Agent{
 		Source: h.src, Datapath: h.dp,
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:    slog.New(slog.NewJSONHandler(h.logs, nil)),
 		Health: NewHealth(time.Minute), Metrics: NewMetrics(),
 		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 		// Trigger times up to a minute old count as after the start.
@@ -204,7 +205,7 @@ func endpointSlice(svc, rv string, trigger time.Time, ips ...string) *discoveryv
 
 func ptr[T any](v T) *T { return &v }
 
-func replaceSlice(in *servicemap.Input, s *discoveryv1.EndpointSlice) {
+func replaceSlice(in *model.Input, s *discoveryv1.EndpointSlice) {
 	for i, old := range in.Slices {
 		if old.Name == s.Name {
 			in.Slices[i] = s
@@ -221,7 +222,7 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 
 	// The initial list: two Services, one slice stamped before the agent
 	// started (kube-proxy ignores such trigger times).
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Services = append(in.Services, service("web", "10.96.0.10"), service("db", "10.96.0.11"))
 		in.Slices = append(in.Slices, endpointSlice("web", "1", before, "10.244.1.11"))
 	})
@@ -254,7 +255,7 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 	// The EndpointSlice controller scales web: the slice changes, stamped
 	// 1.5 s before the agent sees it. The latency is from that stamp.
 	trigger := time.Now().Add(-1500 * time.Millisecond)
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		replaceSlice(in, endpointSlice("web", "2", trigger, "10.244.1.11", "10.244.1.12"))
 	})
 	h.waitApply()
@@ -274,7 +275,7 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 
 	// A Service update alone has no trigger time; a deleted slice's
 	// annotation is from its last update: neither is measured.
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		s := *in.Services[1]
 		s.ResourceVersion = "2"
 		in.Services[1] = &s
@@ -302,10 +303,10 @@ func TestAgentPendingWhileSyncStuck(t *testing.T) {
 	h := startAgent(t)
 	m := h.a.Metrics
 	h.dp.applied = make(chan servicemap.State) // unbuffered: Apply blocks until read
-	h.src.set(func(in *servicemap.Input) { in.Services = append(in.Services, service("web", "10.96.0.10")) })
+	h.src.set(func(in *model.Input) { in.Services = append(in.Services, service("web", "10.96.0.10")) })
 	// The agent is now inside Apply, which blocks. Two more changes arrive.
 	time.Sleep(20 * time.Millisecond)
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Services = append(in.Services, service("db", "10.96.0.11"))
 		in.Slices = append(in.Slices, endpointSlice("db", "1", time.Time{}, "10.244.1.11"))
 	})
@@ -335,7 +336,7 @@ func TestAgentRetriesFailedFrontends(t *testing.T) {
 	m := h.a.Metrics
 	h.dp.setFail("web", true)
 	trigger := time.Now()
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Services = append(in.Services, service("web", "10.96.0.10"))
 		in.Slices = append(in.Slices, endpointSlice("web", "1", trigger, "10.244.1.11"))
 	})
@@ -381,7 +382,7 @@ func TestAgentRetriesFailedFrontends(t *testing.T) {
 // The agent feeds the Node to health: a tainted node fails /healthz.
 func TestAgentNodeHealth(t *testing.T) {
 	h := startAgent(t)
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}}}}
 	})

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -19,8 +20,8 @@ type nopApplier struct{}
 
 func (nopApplier) Apply(servicemap.State) datapath.ApplyResult { return datapath.ApplyResult{} }
 
-func bigSnapshot(n int) servicemap.Input {
-	in := servicemap.Input{NodeName: "node-a"}
+func bigSnapshot(n int) model.Input {
+	in := model.Input{NodeName: "node-a"}
 	proto, port, name := corev1.ProtocolTCP, int32(8080), "http"
 	ready := true
 	for i := 0; i < n; i++ {

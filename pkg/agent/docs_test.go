@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // TestMetricsMatchDocs: every socklb_* family /metrics can export (with
@@ -35,7 +35,7 @@ func TestMetricsMatchDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Vector families show only once they have a series.
-	m.setProblems([]servicemap.Problem{{Kind: "Service", Reason: "x"}})
+	m.setProblems([]model.Problem{{Kind: "Service", Reason: "x"}})
 	m.healthzTotal.WithLabelValues("200")
 	m.livezTotal.WithLabelValues("200")
 	fams, err := m.Registry.Gather()

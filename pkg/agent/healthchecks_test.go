@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -42,7 +43,7 @@ func TestAgentSyncsHealthChecks(t *testing.T) {
 	for i := range slice.Endpoints {
 		slice.Endpoints[i].NodeName = ptr("node-a")
 	}
-	src.set(func(in *servicemap.Input) {
+	src.set(func(in *model.Input) {
 		in.Services = []*corev1.Service{lb}
 		in.Slices = []*discoveryv1.EndpointSlice{slice}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -38,6 +39,7 @@ type Metrics struct {
 	services           prometheus.Gauge
 	noLocalEndpoints   *prometheus.GaugeVec
 	problems           *prometheus.GaugeVec
+	problemsTotal      *prometheus.CounterVec
 	refusedExternalIPs prometheus.Gauge
 	pinsRepairedTotal  prometheus.Counter
 	failures           prometheus.Counter
@@ -116,6 +118,10 @@ func NewMetrics() *Metrics {
 			Name: "socklb_unusable_objects",
 			Help: "Problems found in the last sync per object (or part of one) that could not be used and was skipped; the agent log gives each reason.",
 		}, []string{"kind", "object"}),
+		problemsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "socklb_problems_total",
+			Help: "Problems the agent logged, by kind of object: each new one a sync finds (Service, EndpointSlice, Node) and each one a source reports (File, Watch, or an object a manifests directory defines twice).",
+		}, []string{"kind"}),
 		refusedExternalIPs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_refused_external_ips",
 			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
@@ -148,6 +154,9 @@ func NewMetrics() *Metrics {
 	for _, p := range []string{"internal", "external"} {
 		m.noLocalEndpoints.WithLabelValues(p)
 	}
+	for _, k := range model.Kinds {
+		m.problemsTotal.WithLabelValues(string(k))
+	}
 	// Read at scrape time, from the agent's last sync (see pendingNow).
 	m.serviceChangesPend = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "socklb_sync_proxy_rules_service_changes_pending",
@@ -163,7 +172,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
-		m.problems, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
+		m.problems, m.problemsTotal, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
 }
 
@@ -210,7 +219,7 @@ func (m *Metrics) checkedOut(c changeCount) {
 	m.endpointChanges.Add(float64(c.slices))
 }
 
-func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in servicemap.Input) {
+func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in model.Input) {
 	m.syncDuration.Observe(d.Seconds())
 	if len(res.Failed) == 0 {
 		m.lastSync.Set(float64(done.UnixNano()) / 1e9)
@@ -250,17 +259,20 @@ func (m *Metrics) observeProgramming(d time.Duration) {
 
 // setProblems names every object skipped by the last sync: the set is small
 // (bad input), and an alert can say which object to fix.
-func (m *Metrics) setProblems(problems []servicemap.Problem) {
+func (m *Metrics) setProblems(problems []model.Problem) {
 	m.problems.Reset()
 	refused := 0
 	for _, p := range problems {
-		m.problems.WithLabelValues(p.Kind, p.ObjectName()).Inc()
+		m.problems.WithLabelValues(string(p.Kind), p.ObjectName()).Inc()
 		if strings.Contains(p.Reason, servicemap.RefusedExternalIP) {
 			refused++
 		}
 	}
 	m.refusedExternalIPs.Set(float64(refused))
 }
+
+// problemLogged counts one logged problem.
+func (m *Metrics) problemLogged(k model.Kind) { m.problemsTotal.WithLabelValues(string(k)).Inc() }
 
 func (m *Metrics) pinsRepaired(n int) { m.pinsRepairedTotal.Add(float64(n)) }
 
