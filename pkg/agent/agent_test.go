@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -97,21 +98,27 @@ type harness struct {
 	synced chan bool
 }
 
-func startAgent(t *testing.T) *harness {
+func startAgent(t *testing.T, opts ...func(*Config)) *harness {
 	h := &harness{t: t, src: newFakeSource(), dp: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)}, logs: &lockedBuffer{}}
-	h.a = &Agent{
-		Source: h.src, Datapath: h.dp,
-		Log:    slog.New(slog.NewJSONHandler(h.logs, nil)),
-		Health: NewHealth(time.Minute), Metrics: NewMetrics(),
-		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
-		// Trigger times up to a minute old count as after the start.
-		started: time.Now().Add(-time.Minute),
+	cfg := Config{
+		Datapath: h.dp, Log: slog.New(slog.NewJSONHandler(h.logs, nil)), HealthTimeout: time.Minute,
+		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, LocalAddresses: noAddresses,
 	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trigger times up to a minute old count as after the start.
+	a.started = time.Now().Add(-time.Minute)
+	h.a = a
 	h.synced = make(chan bool, 100)
 	h.a.afterSync = func(ok bool) { h.synced <- ok }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.a.Run(ctx) }()
+	go func() { done <- h.a.Run(ctx, h.src) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -217,7 +224,7 @@ func replaceSlice(in *model.Input, s *discoveryv1.EndpointSlice) {
 
 func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 	h := startAgent(t)
-	m := h.a.Metrics
+	m := h.a.metrics
 	before := h.a.started.Add(-time.Second) // before the agent started: not measured
 
 	// The initial list: two Services, one slice stamped before the agent
@@ -301,7 +308,7 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 // they show while a sync is stuck.
 func TestAgentPendingWhileSyncStuck(t *testing.T) {
 	h := startAgent(t)
-	m := h.a.Metrics
+	m := h.a.metrics
 	h.dp.applied = make(chan servicemap.State) // unbuffered: Apply blocks until read
 	h.src.set(func(in *model.Input) { in.Services = append(in.Services, service("web", "10.96.0.10")) })
 	// The agent is now inside Apply, which blocks. Two more changes arrive.
@@ -333,7 +340,7 @@ func TestAgentPendingWhileSyncStuck(t *testing.T) {
 // the programming latency is measured when it finally lands.
 func TestAgentRetriesFailedFrontends(t *testing.T) {
 	h := startAgent(t)
-	m := h.a.Metrics
+	m := h.a.metrics
 	h.dp.setFail("web", true)
 	trigger := time.Now()
 	h.src.set(func(in *model.Input) {
@@ -389,12 +396,12 @@ func TestAgentNodeHealth(t *testing.T) {
 	h.waitApply()
 	h.settle()
 	rec := httptest.NewRecorder()
-	HealthHandler(h.a.Health).ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	h.a.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"nodeEligible":false`) {
 		t.Errorf("/healthz on a node being scaled down: %d %s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	MetricsHandler(h.a.Metrics, false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	h.a.MetricsHandler(false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `socklb_proxy_healthz_total{code="503"} 1`) {
 		t.Errorf("/metrics lacks the healthz counter:\n%s", rec.Body)
 	}
@@ -403,7 +410,7 @@ func TestAgentNodeHealth(t *testing.T) {
 // Every socklb_* metric documented in docs/metrics.md is exported, and the
 // names pass promlint.
 func TestMetricsLint(t *testing.T) {
-	m := NewMetrics()
+	m := testMetrics()
 	problems, err := testutil.GatherAndLint(m.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +426,7 @@ func TestMetricsLint(t *testing.T) {
 }
 
 func TestServiceStatsCollector(t *testing.T) {
-	m := NewMetrics()
+	m := testMetrics()
 	fail := false
 	read := func() ([]datapath.ServiceDump, error) {
 		if fail {
@@ -431,7 +438,7 @@ func TestServiceStatsCollector(t *testing.T) {
 			{Frontend: servicemap.Frontend{Service: web, PortName: "dns"}, Backends: []datapath.BackendDump{{Datagrams: 9}}},
 		}, nil
 	}
-	if err := m.CollectServiceStats(read); err != nil {
+	if err := m.collectServiceStats(read); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -466,3 +473,10 @@ func TestNetworkProgrammingBucketsMatchKubeProxy(t *testing.T) {
 		t.Errorf("buckets %v", b)
 	}
 }
+
+// noAddresses stands for a node without interfaces, so tests do not
+// depend on the machine's.
+func noAddresses() ([]netip.Addr, error) { return nil, nil }
+
+// testMetrics are metrics without an agent: nothing is pending.
+func testMetrics() *Metrics { return newMetrics(func() changeCount { return changeCount{} }) }

@@ -52,8 +52,12 @@ func BenchmarkSyncOneChange(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			src := newFakeSource()
 			src.in = bigSnapshot(n)
-			a := &Agent{Source: src, Datapath: nopApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Health: NewHealth(time.Minute), Metrics: NewMetrics(), started: time.Now()}
+			a, err := New(Config{Datapath: nopApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses})
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.src, a.started = src, time.Now()
 			a.sync()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -65,3 +69,7 @@ func BenchmarkSyncOneChange(b *testing.B) {
 		})
 	}
 }
+
+type nopHealthChecks struct{}
+
+func (nopHealthChecks) Sync([]servicemap.HealthCheck) {}

@@ -24,14 +24,17 @@ func (r recordingHealthChecks) Sync(hcs []servicemap.HealthCheck) { r <- hcs }
 func TestAgentSyncsHealthChecks(t *testing.T) {
 	src := newFakeSource()
 	rec := make(recordingHealthChecks, 100)
-	a := &Agent{
-		Source: src, Datapath: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)},
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Health: NewHealth(time.Minute), Metrics: NewMetrics(), HealthChecks: rec,
+	a, err := New(Config{
+		Datapath: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)},
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), HealthTimeout: time.Minute,
+		HealthChecks: rec, LocalAddresses: noAddresses,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	go func() { done <- a.Run(ctx, src) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-src.ready
 

@@ -3,7 +3,6 @@ package agent
 import (
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,9 +18,6 @@ import (
 // with ip_family because it runs one proxier per family; socklb has one
 // sync loop for both families, so they carry no such label.
 type Metrics struct {
-	pendingMu sync.Mutex
-	pendingFn func() changeCount
-
 	Registry *prometheus.Registry
 
 	syncDuration       prometheus.Histogram
@@ -60,7 +56,9 @@ func NetworkProgrammingBuckets() []float64 {
 	return b
 }
 
-func NewMetrics() *Metrics {
+// newMetrics registers every metric; pending counts the changes no sync
+// has read yet, at scrape time.
+func newMetrics(pending func() changeCount) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -157,15 +155,17 @@ func NewMetrics() *Metrics {
 	for _, k := range model.Kinds {
 		m.problemsTotal.WithLabelValues(string(k))
 	}
-	// Read at scrape time, from the agent's last sync (see pendingNow).
+	// Read at scrape time: comparing a snapshot with the last sync's costs
+	// O(objects), too much to pay on every API event at 10k Services,
+	// where it doubled the work of each change.
 	m.serviceChangesPend = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "socklb_sync_proxy_rules_service_changes_pending",
 		Help: "Services added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_service_changes_pending).",
-	}, func() float64 { return float64(m.pendingNow().services) })
+	}, func() float64 { return float64(pending().services) })
 	m.endpointChangesPen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
 		Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
-	}, func() float64 { return float64(m.pendingNow().slices) })
+	}, func() float64 { return float64(pending().slices) })
 	// The Go runtime and the process, as every Kubernetes component
 	// exports them: RSS, CPU, open files, goroutines, GC pauses.
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -176,9 +176,9 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// SetBuildInfo exports socklb_build_info, constant 1, labelled with what
+// setBuildInfo exports socklb_build_info, constant 1, labelled with what
 // is running: the way to see a half-done rollout across nodes.
-func (m *Metrics) SetBuildInfo(version, revision string) error {
+func (m *Metrics) setBuildInfo(version, revision string) error {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "socklb_build_info",
 		Help: "Always 1; the labels say which socklb build is running.",
@@ -190,26 +190,6 @@ func (m *Metrics) SetBuildInfo(version, revision string) error {
 // queued records that a change queued a sync at t.
 func (m *Metrics) queued(t time.Time) {
 	m.lastQueued.Set(float64(t.UnixNano()) / 1e9)
-}
-
-// pendingNow computes the pending changes when a scrape asks: comparing a
-// snapshot with the last sync's costs O(objects), too much to pay on every
-// API event at 10k Services, where it doubled the work of each change.
-func (m *Metrics) pendingNow() changeCount {
-	m.pendingMu.Lock()
-	f := m.pendingFn
-	m.pendingMu.Unlock()
-	if f == nil {
-		return changeCount{}
-	}
-	return f()
-}
-
-// setPending installs the function the pending gauges read.
-func (m *Metrics) setPending(f func() changeCount) {
-	m.pendingMu.Lock()
-	defer m.pendingMu.Unlock()
-	m.pendingFn = f
 }
 
 // checkedOut counts the changes a sync has just read; they are no longer

@@ -27,14 +27,14 @@ func (a *Agent) reportProblems(problems []model.Problem) {
 		}
 	}
 	a.lastProblems = seen
-	a.Metrics.setProblems(problems)
+	a.metrics.setProblems(problems)
 }
 
 // logProblem is the one place a problem is logged and counted, whichever
 // layer found it, so an operator greps one message and reads one metric.
 func (a *Agent) logProblem(p model.Problem) {
-	a.Log.Warn("skipping unusable input", problemObject(p), "kind", string(p.Kind), "reason", p.Reason)
-	a.Metrics.problemLogged(p.Kind)
+	a.log.Warn("skipping unusable input", problemObject(p), "kind", string(p.Kind), "reason", p.Reason)
+	a.metrics.problemLogged(p.Kind)
 }
 
 // problemObject names the object under the key kube-proxy uses for its

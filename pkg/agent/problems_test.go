@@ -68,7 +68,7 @@ socklb_problems_total{kind="Node"} 0
 socklb_problems_total{kind="Service"} 1
 socklb_problems_total{kind="Watch"} 1
 `
-	if err := testutil.GatherAndCompare(h.a.Metrics.Registry, strings.NewReader(want), "socklb_problems_total"); err != nil {
+	if err := testutil.GatherAndCompare(h.a.metrics.Registry, strings.NewReader(want), "socklb_problems_total"); err != nil {
 		t.Error(err)
 	}
 	lines := h.logs.lines(t, "skipping unusable input")
