@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/logkey"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
@@ -166,7 +167,7 @@ func (a *Agent) sync() bool {
 	state, problems := a.cache.Build(in)
 	a.reportProblems(problems)
 	res := a.cfg.Datapath.Apply(state)
-	a.reportFailures(res)
+	a.reportFailures(state, res)
 	done := time.Now()
 	d := done.Sub(start)
 
@@ -226,12 +227,19 @@ func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time
 	}
 }
 
-func (a *Agent) reportFailures(res datapath.ApplyResult) {
+func (a *Agent) reportFailures(state servicemap.State, res datapath.ApplyResult) {
 	now := make(map[servicemap.FrontendKey]string, len(res.Failed))
 	for k, err := range res.Failed {
 		now[k] = err.Error()
 		if a.lastFailed[k] != err.Error() {
-			a.log.Error("frontend not programmed; the rest of the node is", "frontend", k.String(), "err", err)
+			attrs := []any{logkey.Frontend(k)}
+			if fe, ok := state[k]; ok {
+				attrs = append(attrs, logkey.Service(fe.Service))
+			}
+			if me := (*datapath.MapError)(nil); errors.As(err, &me) {
+				attrs = append(attrs, logkey.Map(me.Map))
+			}
+			a.log.Error("frontend not programmed; the rest of the node is", append(attrs, "err", err)...)
 		}
 	}
 	a.lastFailed = now

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"net/netip"
@@ -75,7 +76,8 @@ func (a *fakeApplier) Apply(st servicemap.State) datapath.ApplyResult {
 	res := datapath.ApplyResult{Upserted: len(st), Failed: map[servicemap.FrontendKey]error{}}
 	for k, fe := range st {
 		if a.fail[fe.Service.Name] {
-			res.Failed[k] = errors.New("services map full")
+			// As the datapath wraps it: the map is found with errors.As.
+			res.Failed[k] = fmt.Errorf("programming %s: %w", k, &datapath.MapError{Map: "services", Err: errors.New("services map is full")})
 		}
 	}
 	a.mu.Unlock()

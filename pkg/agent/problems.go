@@ -3,8 +3,7 @@ package agent
 import (
 	"log/slog"
 
-	"k8s.io/klog/v2"
-
+	"github.com/socklb/socklb/pkg/logkey"
 	"github.com/socklb/socklb/pkg/model"
 )
 
@@ -37,17 +36,15 @@ func (a *Agent) logProblem(p model.Problem) {
 	a.metrics.problemLogged(p.Kind)
 }
 
-// problemObject names the object under the key kube-proxy uses for its
-// kind ("service", "endpointSlice", "node"), so one query finds every line
-// about a Service whichever component wrote it.
+// problemObject names the object under its kind's key (package logkey).
 func problemObject(p model.Problem) slog.Attr {
 	switch p.Kind {
 	case model.KindService:
-		return slog.Any("service", klog.KRef(p.Object.Namespace, p.Object.Name))
+		return logkey.Service(p.Object)
 	case model.KindEndpointSlice:
-		return slog.Any("endpointSlice", klog.KRef(p.Object.Namespace, p.Object.Name))
+		return logkey.EndpointSlice(p.Object)
 	case model.KindNode:
-		return slog.Any("node", klog.KRef("", p.Object.Name))
+		return logkey.Node(p.Object.Name)
 	case model.KindFile:
 		return slog.String("file", p.Object.Name)
 	case model.KindWatch:
