@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/socklb/socklb/pkg/agent"
-	"github.com/socklb/socklb/pkg/agent/healthcheck"
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/host"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/source"
 	"github.com/socklb/socklb/pkg/source/manifests"
 )
@@ -69,16 +69,14 @@ func runAgent(f agentFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	report := func(p servicemap.Problem) {
-		log.Warn("skipping unusable input", "kind", p.Kind, "object", p.ObjectName(), "reason", p.Reason)
-	}
-	base, err := newSource(f, report)
+	// As kube-proxy builds its client before its proxier: a wrong
+	// kubeconfig fails before the kernel is touched.
+	newSrc, err := newSource(f)
 	if err != nil {
 		return err
 	}
-	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, externalIPCIDRs: f.externalIPCIDRs, log: log}
 	if f.cgroupPath == "" {
-		if f.cgroupPath, err = datapath.Cgroup2Root(); err != nil {
+		if f.cgroupPath, err = host.Cgroup2Root(); err != nil {
 			return err
 		}
 	}
@@ -113,42 +111,31 @@ func runAgent(f agentFlags) error {
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
 
-	health := agent.NewHealth(f.healthTimeout)
-	metrics := agent.NewMetrics()
-	if err := metrics.SetBuildInfo(version, vcsRevision()); err != nil {
-		return fmt.Errorf("registering socklb_build_info: %w", err)
+	a, err := agent.New(agent.Config{
+		Log: log, Datapath: dp, Scrape: dp, Pins: dp, PinCheckInterval: f.pinCheckInterval,
+		HealthTimeout: f.healthTimeout, PerServiceMetrics: f.perServiceMetrics,
+		Version: version, Revision: vcsRevision(),
+		NodePortAddresses: f.nodePortAddresses.prefixes, NodePortPrimary: f.nodePortAddresses.primary,
+		ExternalIPCIDRs: f.externalIPCIDRs,
+	})
+	if err != nil {
+		return err
 	}
-	if err := metrics.CollectMapPressure(dp.MapUsage); err != nil {
-		return fmt.Errorf("registering map pressure metrics: %w", err)
+	src, err := newSrc(a.Report)
+	if err != nil {
+		return err
 	}
-	if f.perServiceMetrics {
-		if err := metrics.CollectServiceStats(dp.ServiceStats); err != nil {
-			return fmt.Errorf("registering per-Service connection metrics: %w", err)
-		}
-	}
-	if err := metrics.CollectSocketState(dp.SocketStateEvents); err != nil {
-		return fmt.Errorf("registering socket state metrics: %w", err)
-	}
-	if err := metrics.SetFeatures(dp.Features()); err != nil {
-		return fmt.Errorf("registering kernel feature metrics: %w", err)
-	}
-	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, agent.HealthHandler(health)); err != nil {
+	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, a.HealthHandler()); err != nil {
 		return err
 	} else if addr != nil {
 		log.Info("serving health", "addr", addr.String())
 	}
-	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, agent.MetricsHandler(metrics, f.profiling)); err != nil {
+	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, a.MetricsHandler(f.profiling)); err != nil {
 		return err
 	} else if addr != nil {
 		log.Info("serving metrics", "addr", addr.String())
 	}
-	// Per-Service health checks listen on node addresses, as kube-proxy's
-	// do; they stop with the agent, as kube-proxy's do.
-	hc := &healthcheck.Server{Log: log, Healthy: func() bool { _, st := health.Status(false); return st.Healthy }}
-	defer hc.Close()
-	a := &agent.Agent{Source: src, Datapath: dp, Log: log, Health: health, Metrics: metrics, HealthChecks: hc,
-		Pins: dp, PinCheckInterval: f.pinCheckInterval}
-	err = a.Run(ctx)
+	err = a.Run(ctx, src)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
 }
@@ -167,9 +154,13 @@ func isLoopbackAddr(hostport string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-func newSource(f agentFlags, report source.ReportFunc) (source.Source, error) {
+// newSource checks what can be checked of the source now and returns
+// what builds it once the agent, which takes its problems, exists.
+func newSource(f agentFlags) (func(model.ReportFunc) (source.Source, error), error) {
 	if f.manifests != "" {
-		return manifests.New(manifests.Config{Dir: f.manifests, NodeName: f.nodeName, Report: report})
+		return func(report model.ReportFunc) (source.Source, error) {
+			return manifests.New(manifests.Config{Dir: f.manifests, NodeName: f.nodeName, Report: report})
+		}, nil
 	}
-	return newKubeSource(f, report)
+	return newKubeSource(f)
 }

@@ -3,12 +3,18 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/socklb/socklb/pkg/logkey"
+	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 // logSample is run by TestLogging in a child process (logging can be set
@@ -24,8 +30,10 @@ func logSample(args []string) {
 		panic(err)
 	}
 	log.Info("datapath ready", "bpffs", "/sys/fs/bpf/socklb", "adopted_frontends", 4)
-	log.Warn("skipping unusable input", "object", "default/badip", "reason", `spec.externalIPs[0] "192.0.2.1" is refused`)
-	log.Error("frontend not programmed; the rest of the node is", "frontend", "10.96.0.40:80/TCP", "err", errors.New("backends map is full"))
+	badip := types.NamespacedName{Namespace: "default", Name: "badip"}
+	log.Warn("skipping unusable input", logkey.Service(badip), "reason", `spec.externalIPs[0] "192.0.2.1" is refused`)
+	fe := servicemap.FrontendKey{Addr: netip.MustParseAddr("10.96.0.40"), Port: 80, Proto: servicemap.TCP}
+	log.Error("frontend not programmed; the rest of the node is", logkey.Frontend(fe), logkey.Service(badip), logkey.Map("backends"), "err", errors.New("backends map is full"))
 	log.Debug("only at -v 4", "sockets_destroyed", 1)
 	klog.InfoS("client-go says", "resource", "endpointslices")
 	flush()
@@ -33,7 +41,8 @@ func logSample(args []string) {
 
 // TestLogging: socklb's own lines and klog's (client-go's) come out in one
 // stream and one format, with socklb's keys kept; -v and
-// --logging-format=json take effect.
+// --logging-format=json take effect; a Service is named as kube-proxy's
+// klog.KObj names it in each format (package logkey).
 func TestLogging(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
@@ -53,8 +62,8 @@ func TestLogging(t *testing.T) {
 	text := run()
 	for _, w := range []string{
 		`] "datapath ready" bpffs="/sys/fs/bpf/socklb" adopted_frontends=4`,
-		`W`, `"skipping unusable input" object="default/badip" reason="spec.externalIPs[0] \"192.0.2.1\" is refused"`,
-		`"frontend not programmed; the rest of the node is" frontend="10.96.0.40:80/TCP" err="backends map is full"`,
+		`W`, `"skipping unusable input" service="default/badip" reason="spec.externalIPs[0] \"192.0.2.1\" is refused"`,
+		`"frontend not programmed; the rest of the node is" frontend="10.96.0.40:80/TCP" service="default/badip" map="backends" err="backends map is full"`,
 		`] "client-go says" resource="endpointslices"`,
 	} {
 		if !strings.Contains(text, w) {
@@ -84,7 +93,13 @@ func TestLogging(t *testing.T) {
 	if m := msgs["datapath ready"]; m == nil || m["adopted_frontends"] != float64(4) {
 		t.Errorf("JSON: datapath ready %v", m)
 	}
-	if m := msgs["frontend not programmed; the rest of the node is"]; m == nil || m["frontend"] != "10.96.0.40:80/TCP" {
+	// kube-proxy's "service" klog.KObj(svc) in JSON: an object, not a string.
+	badip := map[string]any{"name": "badip", "namespace": "default"}
+	if m := msgs["skipping unusable input"]; m == nil || !reflect.DeepEqual(m["service"], badip) {
+		t.Errorf("JSON: skipping unusable input %v", m)
+	}
+	if m := msgs["frontend not programmed; the rest of the node is"]; m == nil || m["frontend"] != "10.96.0.40:80/TCP" ||
+		!reflect.DeepEqual(m["service"], badip) || m["map"] != "backends" {
 		t.Errorf("JSON: frontend not programmed %v", m)
 	}
 	if m := msgs["client-go says"]; m == nil || m["resource"] != "endpointslices" {

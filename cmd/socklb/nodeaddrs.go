@@ -2,38 +2,9 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"strings"
-
-	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/pkg/servicemap"
-	"github.com/socklb/socklb/pkg/source"
 )
-
-// withNodeAddresses adds what servicemap needs for NodePorts and the
-// source does not know: this node's interface addresses and the
-// --nodeport-addresses filter. Interfaces are read at every snapshot, so a
-// new address is picked up with the next API change.
-type withNodeAddresses struct {
-	source.Source
-	filter          nodePortFlag
-	externalIPCIDRs []netip.Prefix
-	log             *slog.Logger
-}
-
-func (s withNodeAddresses) Snapshot() servicemap.Input {
-	in := s.Source.Snapshot()
-	addrs, err := datapath.LocalAddresses()
-	if err != nil {
-		s.log.Warn("NodePorts are served on the Node object's addresses only", "err", err)
-	}
-	in.LocalAddresses = addrs
-	in.NodePortAddresses = s.filter.prefixes
-	in.NodePortPrimary = s.filter.primary
-	in.ExternalIPCIDRs = s.externalIPCIDRs
-	return in
-}
 
 // parseExternalIPCIDRs reads --external-ip-cidrs: a comma separated list
 // of CIDRs, without keywords (an allowlist of "all" would undo the rule

@@ -1,6 +1,9 @@
 // Package agent wires a Source to the datapath: every change of the API
 // objects rebuilds the desired state with servicemap and applies it as a
-// diff. It also serves kube-proxy-style health and Prometheus metrics.
+// diff. New builds its own kube-proxy-style health, Prometheus metrics and
+// per-Service health checks; it is the one place that logs and counts the
+// problems sources and servicemap find. It never touches the kernel
+// itself: the datapath does, and host reads the node's facts.
 package agent
 
 import (
@@ -10,10 +13,11 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/logkey"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
 )
@@ -36,35 +40,27 @@ const (
 	DefaultRetryMax = 30 * time.Second
 )
 
-// Agent runs the sync loop.
+// Agent runs the sync loop. Build it with New.
 type Agent struct {
-	Source   source.Source
-	Datapath Applier
-	Log      *slog.Logger
-	Health   *Health
-	Metrics  *Metrics
-	// HealthChecks, if set, gets the healthCheckNodePort listeners of
-	// every sync (package healthcheck).
-	HealthChecks HealthCheckSyncer
-
-	// Pins, if set, is checked every PinCheckInterval (zero: the default).
-	Pins             PinRepairer
-	PinCheckInterval time.Duration
-
-	// RetryMin and RetryMax bound the backoff of retries after a sync that
-	// failed to program some frontend; zero means the defaults.
-	RetryMin, RetryMax time.Duration
+	cfg     Config
+	log     *slog.Logger
+	health  *Health
+	metrics *Metrics
+	// closeHealthChecks stops the health check server New made, if any.
+	closeHealthChecks func()
 
 	// cache keeps each unchanged Service's result between syncs.
 	cache servicemap.Cache
 	// lastProblems avoids logging the same bad object on every sync.
-	lastProblems map[string]bool
+	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
 
 	// snapMu orders the snapshots taken to count pending changes with the
 	// one each sync takes, so "pending" is always relative to what the last
-	// sync read (kube-proxy's checkout of its change trackers).
+	// sync read (kube-proxy's checkout of its change trackers). It also
+	// guards src, which a scrape may read before Run sets it.
 	snapMu  sync.Mutex
+	src     source.Source
 	seen    versions // what the last sync read
 	started time.Time
 	// triggers carries network programming start times of Services whose
@@ -74,35 +70,39 @@ type Agent struct {
 	afterSync func(ok bool)
 }
 
-// Run syncs until ctx is done. Changes that arrive while a sync runs are
-// folded into the next one, so a burst of API events costs one or two
-// syncs, not one each.
-func (a *Agent) Run(ctx context.Context) error {
+// Run syncs what src delivers until ctx is done. Changes that arrive while
+// a sync runs are folded into the next one, so a burst of API events costs
+// one or two syncs, not one each. Call it once.
+func (a *Agent) Run(ctx context.Context, src source.Source) error {
+	a.snapMu.Lock()
+	a.src = src
+	a.snapMu.Unlock()
+	if a.closeHealthChecks != nil {
+		defer a.closeHealthChecks()
+	}
 	if a.started.IsZero() {
 		a.started = time.Now()
 	}
-	a.Health.countRequests(a.Metrics)
-	retryMin, retryMax := a.RetryMin, a.RetryMax
+	retryMin, retryMax := a.cfg.RetryMin, a.cfg.RetryMax
 	if retryMin <= 0 {
 		retryMin = DefaultRetryMin
 	}
 	if retryMax < retryMin {
 		retryMax = max(DefaultRetryMax, retryMin)
 	}
-	a.Metrics.setPending(a.pendingChanges)
 	kick := make(chan struct{}, 1)
 	changed := func() {
 		now := time.Now()
-		a.Health.Queued(now)
-		a.Metrics.queued(now)
+		a.health.Queued(now)
+		a.metrics.queued(now)
 		select {
 		case kick <- struct{}{}:
 		default:
 		}
 	}
 	srcErr := make(chan error, 1)
-	go func() { srcErr <- a.Source.Run(ctx, changed) }()
-	if a.Pins != nil {
+	go func() { srcErr <- src.Run(ctx, changed) }()
+	if a.cfg.Pins != nil {
 		go a.watchPins(ctx)
 	}
 	var (
@@ -137,7 +137,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		retry = time.NewTimer(backoff)
 		retryC = retry.C
-		a.Log.Info("retrying the frontends that failed", "in", backoff)
+		a.log.Info("retrying the frontends that failed", "in", backoff)
 		backoff = min(2*backoff, retryMax)
 	}
 }
@@ -146,7 +146,10 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) pendingChanges() changeCount {
 	a.snapMu.Lock()
 	defer a.snapMu.Unlock()
-	return countChanges(a.seen, versionsOf(a.Source.Snapshot()))
+	if a.src == nil {
+		return changeCount{}
+	}
+	return countChanges(a.seen, versionsOf(a.src.Snapshot()))
 }
 
 // sync applies the current snapshot and reports whether every frontend
@@ -154,38 +157,36 @@ func (a *Agent) pendingChanges() changeCount {
 func (a *Agent) sync() bool {
 	a.snapMu.Lock()
 	start := time.Now()
-	in := a.Source.Snapshot()
+	in := a.withNodeFacts(a.src.Snapshot())
 	cur := versionsOf(in)
-	a.Metrics.checkedOut(countChanges(a.seen, cur))
+	a.metrics.checkedOut(countChanges(a.seen, cur))
 	triggers := triggerTimes(in, a.seen, a.started)
 	a.seen = cur
 	a.snapMu.Unlock()
 
 	state, problems := a.cache.Build(in)
 	a.reportProblems(problems)
-	res := a.Datapath.Apply(state)
-	a.reportFailures(res)
+	res := a.cfg.Datapath.Apply(state)
+	a.reportFailures(state, res)
 	done := time.Now()
 	d := done.Sub(start)
 
-	if a.HealthChecks != nil {
-		a.HealthChecks.Sync(servicemap.HealthChecks(in))
-	}
+	a.cfg.HealthChecks.Sync(servicemap.HealthChecks(in))
 	a.observeProgramming(triggers, state, res, done)
-	a.Health.SyncNode(ownNode(in))
+	a.health.SyncNode(in.ThisNode())
 	ok := len(res.Failed) == 0
 	if ok {
-		a.Health.Updated(start)
+		a.health.Updated(start)
 	} else {
-		a.Health.Failed(start)
+		a.health.Failed(start)
 	}
-	a.Metrics.observeSync(d, done, state, res, in)
+	a.metrics.observeSync(d, done, state, res, in)
 	if res.Upserted > 0 || res.Removed > 0 || len(res.Failed) > 0 {
-		a.Log.Info("synced", "frontends", len(state), "upserted", res.Upserted, "removed", res.Removed,
+		a.log.Info("synced", "frontends", len(state), "upserted", res.Upserted, "removed", res.Removed,
 			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "took", d)
 	}
 	if res.SocketErr != nil {
-		a.Log.Warn("destroying sockets of removed backends", "err", res.SocketErr)
+		a.log.Warn("destroying sockets of removed backends", "err", res.SocketErr)
 	}
 	if a.afterSync != nil {
 		a.afterSync(ok)
@@ -221,41 +222,26 @@ func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time
 			continue
 		}
 		for _, t := range ts {
-			a.Metrics.observeProgramming(done.Sub(t))
+			a.metrics.observeProgramming(done.Sub(t))
 		}
 	}
 }
 
-func ownNode(in servicemap.Input) *corev1.Node {
-	for _, n := range in.Nodes {
-		if n.Name == in.NodeName {
-			return n
-		}
-	}
-	return nil
-}
-
-func (a *Agent) reportProblems(problems []servicemap.Problem) {
-	seen := make(map[string]bool, len(problems))
-	for _, p := range problems {
-		s := p.String()
-		seen[s] = true
-		if !a.lastProblems[s] {
-			a.Log.Warn("skipping unusable object", "kind", p.Kind, "object", p.ObjectName(), "reason", p.Reason)
-		}
-	}
-	a.lastProblems = seen
-	a.Metrics.setProblems(problems)
-}
-
-func (a *Agent) reportFailures(res datapath.ApplyResult) {
+func (a *Agent) reportFailures(state servicemap.State, res datapath.ApplyResult) {
 	now := make(map[servicemap.FrontendKey]string, len(res.Failed))
 	for k, err := range res.Failed {
 		now[k] = err.Error()
 		if a.lastFailed[k] != err.Error() {
-			a.Log.Error("frontend not programmed; the rest of the node is", "frontend", k.String(), "err", err)
+			attrs := []any{logkey.Frontend(k)}
+			if fe, ok := state[k]; ok {
+				attrs = append(attrs, logkey.Service(fe.Service))
+			}
+			if me := (*datapath.MapError)(nil); errors.As(err, &me) {
+				attrs = append(attrs, logkey.Map(me.Map))
+			}
+			a.log.Error("frontend not programmed; the rest of the node is", append(attrs, "err", err)...)
 		}
 	}
 	a.lastFailed = now
-	a.Metrics.addFailures(len(res.Failed))
+	a.metrics.addFailures(len(res.Failed))
 }

@@ -3,9 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -18,19 +19,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 // fakeSource hands the agent whatever the test sets.
 type fakeSource struct {
 	mu      sync.Mutex
-	in      servicemap.Input
+	in      model.Input
 	changed func()
 	ready   chan struct{}
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{ready: make(chan struct{}), in: servicemap.Input{NodeName: "node-a"}}
+	return &fakeSource{ready: make(chan struct{}), in: model.Input{NodeName: "node-a"}}
 }
 
 func (s *fakeSource) Run(ctx context.Context, changed func()) error {
@@ -42,14 +44,14 @@ func (s *fakeSource) Run(ctx context.Context, changed func()) error {
 	return nil
 }
 
-func (s *fakeSource) Snapshot() servicemap.Input {
+func (s *fakeSource) Snapshot() model.Input {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.in
 }
 
 // set replaces the objects and tells the agent, as an informer event would.
-func (s *fakeSource) set(mod func(in *servicemap.Input)) {
+func (s *fakeSource) set(mod func(in *model.Input)) {
 	s.mu.Lock()
 	in := s.in
 	in.Services = append([]*corev1.Service(nil), in.Services...)
@@ -74,7 +76,8 @@ func (a *fakeApplier) Apply(st servicemap.State) datapath.ApplyResult {
 	res := datapath.ApplyResult{Upserted: len(st), Failed: map[servicemap.FrontendKey]error{}}
 	for k, fe := range st {
 		if a.fail[fe.Service.Name] {
-			res.Failed[k] = errors.New("services map full")
+			// As the datapath wraps it: the map is found with errors.As.
+			res.Failed[k] = fmt.Errorf("programming %s: %w", k, &datapath.MapError{Map: "services", Err: errors.New("services map is full")})
 		}
 	}
 	a.mu.Unlock()
@@ -90,27 +93,34 @@ func (a *fakeApplier) setFail(name string, fail bool) {
 
 type harness struct {
 	t      *testing.T
+	logs   *lockedBuffer // the agent's log, as JSON lines
 	src    *fakeSource
 	dp     *fakeApplier
 	a      *Agent
 	synced chan bool
 }
 
-func startAgent(t *testing.T) *harness {
-	h := &harness{t: t, src: newFakeSource(), dp: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)}}
-	h.a = &Agent{
-		Source: h.src, Datapath: h.dp,
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Health: NewHealth(time.Minute), Metrics: NewMetrics(),
-		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
-		// Trigger times up to a minute old count as after the start.
-		started: time.Now().Add(-time.Minute),
+func startAgent(t *testing.T, opts ...func(*Config)) *harness {
+	h := &harness{t: t, src: newFakeSource(), dp: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)}, logs: &lockedBuffer{}}
+	cfg := Config{
+		Datapath: h.dp, Log: slog.New(slog.NewJSONHandler(h.logs, nil)), HealthTimeout: time.Minute,
+		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, LocalAddresses: noAddresses,
 	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trigger times up to a minute old count as after the start.
+	a.started = time.Now().Add(-time.Minute)
+	h.a = a
 	h.synced = make(chan bool, 100)
 	h.a.afterSync = func(ok bool) { h.synced <- ok }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.a.Run(ctx) }()
+	go func() { done <- h.a.Run(ctx, h.src) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -204,7 +214,7 @@ func endpointSlice(svc, rv string, trigger time.Time, ips ...string) *discoveryv
 
 func ptr[T any](v T) *T { return &v }
 
-func replaceSlice(in *servicemap.Input, s *discoveryv1.EndpointSlice) {
+func replaceSlice(in *model.Input, s *discoveryv1.EndpointSlice) {
 	for i, old := range in.Slices {
 		if old.Name == s.Name {
 			in.Slices[i] = s
@@ -216,12 +226,12 @@ func replaceSlice(in *servicemap.Input, s *discoveryv1.EndpointSlice) {
 
 func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 	h := startAgent(t)
-	m := h.a.Metrics
+	m := h.a.metrics
 	before := h.a.started.Add(-time.Second) // before the agent started: not measured
 
 	// The initial list: two Services, one slice stamped before the agent
 	// started (kube-proxy ignores such trigger times).
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Services = append(in.Services, service("web", "10.96.0.10"), service("db", "10.96.0.11"))
 		in.Slices = append(in.Slices, endpointSlice("web", "1", before, "10.244.1.11"))
 	})
@@ -254,7 +264,7 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 	// The EndpointSlice controller scales web: the slice changes, stamped
 	// 1.5 s before the agent sees it. The latency is from that stamp.
 	trigger := time.Now().Add(-1500 * time.Millisecond)
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		replaceSlice(in, endpointSlice("web", "2", trigger, "10.244.1.11", "10.244.1.12"))
 	})
 	h.waitApply()
@@ -274,7 +284,7 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 
 	// A Service update alone has no trigger time; a deleted slice's
 	// annotation is from its last update: neither is measured.
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		s := *in.Services[1]
 		s.ResourceVersion = "2"
 		in.Services[1] = &s
@@ -300,12 +310,12 @@ func TestAgentChangesAndProgrammingLatency(t *testing.T) {
 // they show while a sync is stuck.
 func TestAgentPendingWhileSyncStuck(t *testing.T) {
 	h := startAgent(t)
-	m := h.a.Metrics
+	m := h.a.metrics
 	h.dp.applied = make(chan servicemap.State) // unbuffered: Apply blocks until read
-	h.src.set(func(in *servicemap.Input) { in.Services = append(in.Services, service("web", "10.96.0.10")) })
+	h.src.set(func(in *model.Input) { in.Services = append(in.Services, service("web", "10.96.0.10")) })
 	// The agent is now inside Apply, which blocks. Two more changes arrive.
 	time.Sleep(20 * time.Millisecond)
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Services = append(in.Services, service("db", "10.96.0.11"))
 		in.Slices = append(in.Slices, endpointSlice("db", "1", time.Time{}, "10.244.1.11"))
 	})
@@ -332,10 +342,10 @@ func TestAgentPendingWhileSyncStuck(t *testing.T) {
 // the programming latency is measured when it finally lands.
 func TestAgentRetriesFailedFrontends(t *testing.T) {
 	h := startAgent(t)
-	m := h.a.Metrics
+	m := h.a.metrics
 	h.dp.setFail("web", true)
 	trigger := time.Now()
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Services = append(in.Services, service("web", "10.96.0.10"))
 		in.Slices = append(in.Slices, endpointSlice("web", "1", trigger, "10.244.1.11"))
 	})
@@ -381,19 +391,19 @@ func TestAgentRetriesFailedFrontends(t *testing.T) {
 // The agent feeds the Node to health: a tainted node fails /healthz.
 func TestAgentNodeHealth(t *testing.T) {
 	h := startAgent(t)
-	h.src.set(func(in *servicemap.Input) {
+	h.src.set(func(in *model.Input) {
 		in.Nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}}}}
 	})
 	h.waitApply()
 	h.settle()
 	rec := httptest.NewRecorder()
-	HealthHandler(h.a.Health).ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	h.a.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"nodeEligible":false`) {
 		t.Errorf("/healthz on a node being scaled down: %d %s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	MetricsHandler(h.a.Metrics, false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	h.a.MetricsHandler(false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), `socklb_proxy_healthz_total{code="503"} 1`) {
 		t.Errorf("/metrics lacks the healthz counter:\n%s", rec.Body)
 	}
@@ -402,7 +412,7 @@ func TestAgentNodeHealth(t *testing.T) {
 // Every socklb_* metric documented in docs/metrics.md is exported, and the
 // names pass promlint.
 func TestMetricsLint(t *testing.T) {
-	m := NewMetrics()
+	m := testMetrics()
 	problems, err := testutil.GatherAndLint(m.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +428,7 @@ func TestMetricsLint(t *testing.T) {
 }
 
 func TestServiceStatsCollector(t *testing.T) {
-	m := NewMetrics()
+	m := testMetrics()
 	fail := false
 	read := func() ([]datapath.ServiceDump, error) {
 		if fail {
@@ -430,7 +440,7 @@ func TestServiceStatsCollector(t *testing.T) {
 			{Frontend: servicemap.Frontend{Service: web, PortName: "dns"}, Backends: []datapath.BackendDump{{Datagrams: 9}}},
 		}, nil
 	}
-	if err := m.CollectServiceStats(read); err != nil {
+	if err := m.collectServiceStats(read); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -465,3 +475,10 @@ func TestNetworkProgrammingBucketsMatchKubeProxy(t *testing.T) {
 		t.Errorf("buckets %v", b)
 	}
 }
+
+// noAddresses stands for a node without interfaces, so tests do not
+// depend on the machine's.
+func noAddresses() ([]netip.Addr, error) { return nil, nil }
+
+// testMetrics are metrics without an agent: nothing is pending.
+func testMetrics() *Metrics { return newMetrics(func() changeCount { return changeCount{} }) }

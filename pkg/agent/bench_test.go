@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -19,8 +20,8 @@ type nopApplier struct{}
 
 func (nopApplier) Apply(servicemap.State) datapath.ApplyResult { return datapath.ApplyResult{} }
 
-func bigSnapshot(n int) servicemap.Input {
-	in := servicemap.Input{NodeName: "node-a"}
+func bigSnapshot(n int) model.Input {
+	in := model.Input{NodeName: "node-a"}
 	proto, port, name := corev1.ProtocolTCP, int32(8080), "http"
 	ready := true
 	for i := 0; i < n; i++ {
@@ -51,8 +52,12 @@ func BenchmarkSyncOneChange(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			src := newFakeSource()
 			src.in = bigSnapshot(n)
-			a := &Agent{Source: src, Datapath: nopApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Health: NewHealth(time.Minute), Metrics: NewMetrics(), started: time.Now()}
+			a, err := New(Config{Datapath: nopApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses})
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.src, a.started = src, time.Now()
 			a.sync()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -64,3 +69,7 @@ func BenchmarkSyncOneChange(b *testing.B) {
 		})
 	}
 }
+
+type nopHealthChecks struct{}
+
+func (nopHealthChecks) Sync([]servicemap.HealthCheck) {}

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // versions identifies each object of a snapshot by UID and resourceVersion,
@@ -24,7 +24,7 @@ type version struct {
 	rv  string
 }
 
-func versionsOf(in servicemap.Input) versions {
+func versionsOf(in model.Input) versions {
 	v := versions{
 		services: make(map[types.NamespacedName]version, len(in.Services)),
 		slices:   make(map[types.NamespacedName]version, len(in.Slices)),
@@ -76,7 +76,7 @@ func diffCount(old, cur map[types.NamespacedName]version) int {
 // slices (their annotation is from their last update), and none for slices
 // without the annotation (not made by the EndpointSlice controller, or a
 // change the controller does not time, such as a Service's own update).
-func triggerTimes(in servicemap.Input, old versions, started time.Time) map[types.NamespacedName][]time.Time {
+func triggerTimes(in model.Input, old versions, started time.Time) map[types.NamespacedName][]time.Time {
 	out := map[types.NamespacedName][]time.Time{}
 	for _, s := range in.Slices {
 		k := nameOf(s)

@@ -1,41 +1,31 @@
 package agent
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // TestMetricsMatchDocs: every socklb_* family /metrics can export (with
-// every optional collector on) is a row of docs/metrics.md, and every row
+// every optional collector on, as New registers them) is a row of docs/metrics.md, and every row
 // names a family that is exported; the Go and process collectors are there.
 func TestMetricsMatchDocs(t *testing.T) {
-	m := NewMetrics()
-	if err := m.SetBuildInfo("test", "abc"); err != nil {
+	a, err := New(Config{
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Datapath: nopApplier{},
+		Scrape: fakeReader{}, PerServiceMetrics: true, Version: "test", Revision: "abc",
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CollectServiceStats(func() ([]datapath.ServiceDump, error) {
-		return []datapath.ServiceDump{{Backends: []datapath.BackendDump{{Connects: 1}}}}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.CollectMapPressure(func() ([]datapath.MapUsage, error) {
-		return []datapath.MapUsage{{Name: "services", Entries: 1, Capacity: 4}}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.CollectSocketState(func() (datapath.SocketStateEvents, error) { return datapath.SocketStateEvents{}, nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SetFeatures(map[datapath.Feature]error{}); err != nil {
-		t.Fatal(err)
-	}
+	m := a.metrics
 	// Vector families show only once they have a series.
-	m.setProblems([]servicemap.Problem{{Kind: "Service", Reason: "x"}})
+	m.setProblems([]model.Problem{{Kind: model.KindService, Reason: "x"}})
 	m.healthzTotal.WithLabelValues("200")
 	m.livezTotal.WithLabelValues("200")
 	fams, err := m.Registry.Gather()
@@ -80,3 +70,20 @@ func TestMetricsMatchDocs(t *testing.T) {
 		}
 	}
 }
+
+// fakeReader is a datapath with one of everything to read.
+type fakeReader struct{}
+
+func (fakeReader) MapUsage() ([]datapath.MapUsage, error) {
+	return []datapath.MapUsage{{Name: "services", Entries: 1, Capacity: 4}}, nil
+}
+
+func (fakeReader) ServiceStats() ([]datapath.ServiceDump, error) {
+	return []datapath.ServiceDump{{Backends: []datapath.BackendDump{{Connects: 1}}}}, nil
+}
+
+func (fakeReader) SocketStateEvents() (datapath.SocketStateEvents, error) {
+	return datapath.SocketStateEvents{}, nil
+}
+
+func (fakeReader) Features() map[datapath.Feature]error { return map[datapath.Feature]error{} }

@@ -55,7 +55,7 @@ type Health struct {
 	eligible    bool
 	pinsErr     error // the pins under --bpffs-path cannot be trusted; nil when they can
 
-	healthzTotal, livezTotal *prometheus.CounterVec // optional, set by Agent.Run
+	healthzTotal, livezTotal *prometheus.CounterVec // optional, set by New
 }
 
 func NewHealth(timeout time.Duration) *Health {
@@ -201,12 +201,10 @@ func (h *Health) Livez() http.Handler {
 
 func (h *Health) serve(w http.ResponseWriter, withNode bool) {
 	code, st := h.Status(withNode)
-	h.mu.Lock()
 	counter := h.livezTotal
 	if withNode {
 		counter = h.healthzTotal
 	}
-	h.mu.Unlock()
 	if counter != nil {
 		counter.WithLabelValues(strconv.Itoa(code)).Inc()
 	}
@@ -215,14 +213,4 @@ func (h *Health) serve(w http.ResponseWriter, withNode bool) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
-}
-
-// countRequests makes /healthz and /livez count their answers in m.
-func (h *Health) countRequests(m *Metrics) {
-	if h == nil || m == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.healthzTotal, h.livezTotal = m.healthzTotal, m.livezTotal
 }

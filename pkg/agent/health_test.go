@@ -38,7 +38,7 @@ type answer struct {
 func (f *fakeHealth) get(t *testing.T, path string) answer {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	HealthHandler(f.Health).ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	healthHandler(f.Health).ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s: Content-Type %q", path, ct)
 	}
@@ -242,8 +242,8 @@ func TestHealthBody(t *testing.T) {
 
 func TestHealthCountsAnswers(t *testing.T) {
 	f := newFakeHealth()
-	m := NewMetrics()
-	f.Health.countRequests(m)
+	m := testMetrics()
+	f.Health.healthzTotal, f.Health.livezTotal = m.healthzTotal, m.livezTotal
 	f.Health.Updated(f.now)
 	f.codes(t)
 	f.codes(t)

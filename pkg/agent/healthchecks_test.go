@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -23,14 +24,17 @@ func (r recordingHealthChecks) Sync(hcs []servicemap.HealthCheck) { r <- hcs }
 func TestAgentSyncsHealthChecks(t *testing.T) {
 	src := newFakeSource()
 	rec := make(recordingHealthChecks, 100)
-	a := &Agent{
-		Source: src, Datapath: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)},
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Health: NewHealth(time.Minute), Metrics: NewMetrics(), HealthChecks: rec,
+	a, err := New(Config{
+		Datapath: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 100)},
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), HealthTimeout: time.Minute,
+		HealthChecks: rec, LocalAddresses: noAddresses,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	go func() { done <- a.Run(ctx, src) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-src.ready
 
@@ -42,7 +46,7 @@ func TestAgentSyncsHealthChecks(t *testing.T) {
 	for i := range slice.Endpoints {
 		slice.Endpoints[i].NodeName = ptr("node-a")
 	}
-	src.set(func(in *servicemap.Input) {
+	src.set(func(in *model.Input) {
 		in.Services = []*corev1.Service{lb}
 		in.Slices = []*discoveryv1.EndpointSlice{slice}
 	})

@@ -3,13 +3,13 @@ package agent
 import (
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -18,9 +18,6 @@ import (
 // with ip_family because it runs one proxier per family; socklb has one
 // sync loop for both families, so they carry no such label.
 type Metrics struct {
-	pendingMu sync.Mutex
-	pendingFn func() changeCount
-
 	Registry *prometheus.Registry
 
 	syncDuration       prometheus.Histogram
@@ -38,6 +35,7 @@ type Metrics struct {
 	services           prometheus.Gauge
 	noLocalEndpoints   *prometheus.GaugeVec
 	problems           *prometheus.GaugeVec
+	problemsTotal      *prometheus.CounterVec
 	refusedExternalIPs prometheus.Gauge
 	pinsRepairedTotal  prometheus.Counter
 	failures           prometheus.Counter
@@ -58,7 +56,9 @@ func NetworkProgrammingBuckets() []float64 {
 	return b
 }
 
-func NewMetrics() *Metrics {
+// newMetrics registers every metric; pending counts the changes no sync
+// has read yet, at scrape time.
+func newMetrics(pending func() changeCount) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -116,6 +116,10 @@ func NewMetrics() *Metrics {
 			Name: "socklb_unusable_objects",
 			Help: "Problems found in the last sync per object (or part of one) that could not be used and was skipped; the agent log gives each reason.",
 		}, []string{"kind", "object"}),
+		problemsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "socklb_problems_total",
+			Help: "Problems the agent logged, by kind of object: each new one a sync finds (Service, EndpointSlice, Node) and each one a source reports (File, Watch, or an object a manifests directory defines twice).",
+		}, []string{"kind"}),
 		refusedExternalIPs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_refused_external_ips",
 			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
@@ -148,28 +152,33 @@ func NewMetrics() *Metrics {
 	for _, p := range []string{"internal", "external"} {
 		m.noLocalEndpoints.WithLabelValues(p)
 	}
-	// Read at scrape time, from the agent's last sync (see pendingNow).
+	for _, k := range model.Kinds {
+		m.problemsTotal.WithLabelValues(string(k))
+	}
+	// Read at scrape time: comparing a snapshot with the last sync's costs
+	// O(objects), too much to pay on every API event at 10k Services,
+	// where it doubled the work of each change.
 	m.serviceChangesPend = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "socklb_sync_proxy_rules_service_changes_pending",
 		Help: "Services added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_service_changes_pending).",
-	}, func() float64 { return float64(m.pendingNow().services) })
+	}, func() float64 { return float64(pending().services) })
 	m.endpointChangesPen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "socklb_sync_proxy_rules_endpoint_changes_pending",
 		Help: "EndpointSlices added, changed or deleted since the last sync read them (kubeproxy_sync_proxy_rules_endpoint_changes_pending).",
-	}, func() float64 { return float64(m.pendingNow().slices) })
+	}, func() float64 { return float64(pending().slices) })
 	// The Go runtime and the process, as every Kubernetes component
 	// exports them: RSS, CPU, open files, goroutines, GC pauses.
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
-		m.problems, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
+		m.problems, m.problemsTotal, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
 }
 
-// SetBuildInfo exports socklb_build_info, constant 1, labelled with what
+// setBuildInfo exports socklb_build_info, constant 1, labelled with what
 // is running: the way to see a half-done rollout across nodes.
-func (m *Metrics) SetBuildInfo(version, revision string) error {
+func (m *Metrics) setBuildInfo(version, revision string) error {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "socklb_build_info",
 		Help: "Always 1; the labels say which socklb build is running.",
@@ -183,26 +192,6 @@ func (m *Metrics) queued(t time.Time) {
 	m.lastQueued.Set(float64(t.UnixNano()) / 1e9)
 }
 
-// pendingNow computes the pending changes when a scrape asks: comparing a
-// snapshot with the last sync's costs O(objects), too much to pay on every
-// API event at 10k Services, where it doubled the work of each change.
-func (m *Metrics) pendingNow() changeCount {
-	m.pendingMu.Lock()
-	f := m.pendingFn
-	m.pendingMu.Unlock()
-	if f == nil {
-		return changeCount{}
-	}
-	return f()
-}
-
-// setPending installs the function the pending gauges read.
-func (m *Metrics) setPending(f func() changeCount) {
-	m.pendingMu.Lock()
-	defer m.pendingMu.Unlock()
-	m.pendingFn = f
-}
-
 // checkedOut counts the changes a sync has just read; they are no longer
 // pending.
 func (m *Metrics) checkedOut(c changeCount) {
@@ -210,7 +199,7 @@ func (m *Metrics) checkedOut(c changeCount) {
 	m.endpointChanges.Add(float64(c.slices))
 }
 
-func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in servicemap.Input) {
+func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in model.Input) {
 	m.syncDuration.Observe(d.Seconds())
 	if len(res.Failed) == 0 {
 		m.lastSync.Set(float64(done.UnixNano()) / 1e9)
@@ -250,17 +239,20 @@ func (m *Metrics) observeProgramming(d time.Duration) {
 
 // setProblems names every object skipped by the last sync: the set is small
 // (bad input), and an alert can say which object to fix.
-func (m *Metrics) setProblems(problems []servicemap.Problem) {
+func (m *Metrics) setProblems(problems []model.Problem) {
 	m.problems.Reset()
 	refused := 0
 	for _, p := range problems {
-		m.problems.WithLabelValues(p.Kind, p.ObjectName()).Inc()
+		m.problems.WithLabelValues(string(p.Kind), p.ObjectName()).Inc()
 		if strings.Contains(p.Reason, servicemap.RefusedExternalIP) {
 			refused++
 		}
 	}
 	m.refusedExternalIPs.Set(float64(refused))
 }
+
+// problemLogged counts one logged problem.
+func (m *Metrics) problemLogged(k model.Kind) { m.problemsTotal.WithLabelValues(string(k)).Inc() }
 
 func (m *Metrics) pinsRepaired(n int) { m.pinsRepairedTotal.Add(float64(n)) }
 

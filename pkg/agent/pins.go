@@ -18,7 +18,7 @@ const DefaultPinCheckInterval = 10 * time.Second
 // watchPins repairs pins removed under the agent, and fails /healthz
 // while they cannot be trusted.
 func (a *Agent) watchPins(ctx context.Context) {
-	every := a.PinCheckInterval
+	every := a.cfg.PinCheckInterval
 	if every <= 0 {
 		every = DefaultPinCheckInterval
 	}
@@ -31,17 +31,17 @@ func (a *Agent) watchPins(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		fixed, err := a.Pins.RepairPins()
+		fixed, err := a.cfg.Pins.RepairPins()
 		if len(fixed) > 0 {
-			a.Log.Warn("pins disappeared under the running agent (socklb cleanup --force, or removed by hand); re-created them", "pins", fixed)
-			a.Metrics.pinsRepaired(len(fixed))
+			a.log.Warn("pins disappeared under the running agent (socklb cleanup --force, or removed by hand); re-created them", "pins", fixed)
+			a.metrics.pinsRepaired(len(fixed))
 		}
-		a.Health.PinsBroken(err)
+		a.health.PinsBroken(err)
 		switch {
 		case err != nil && err.Error() != last:
-			a.Log.Error("the pinned datapath cannot be trusted; /healthz fails until it can", "err", err)
+			a.log.Error("the pinned datapath cannot be trusted; /healthz fails until it can", "err", err)
 		case err == nil && last != "":
-			a.Log.Info("the pinned datapath is whole again")
+			a.log.Info("the pinned datapath is whole again")
 		}
 		last = ""
 		if err != nil {

@@ -38,9 +38,12 @@ func (f *fakePins) set(fixed []string, err error) {
 // /livez, until a check finds them whole again.
 func TestWatchPins(t *testing.T) {
 	pins := &fakePins{}
-	a := &Agent{
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Health: NewHealth(time.Minute), Metrics: NewMetrics(),
+	a, err := New(Config{
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Datapath: nopApplier{}, HealthTimeout: time.Minute,
 		Pins: pins, PinCheckInterval: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -49,7 +52,7 @@ func TestWatchPins(t *testing.T) {
 
 	code := func(path string) int {
 		rec := httptest.NewRecorder()
-		HealthHandler(a.Health).ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		a.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec.Code
 	}
 	waitFor := func(what string, ok func() bool) {
@@ -61,7 +64,7 @@ func TestWatchPins(t *testing.T) {
 		}
 	}
 	pins.set([]string{"/sys/fs/bpf/socklb/links/connect4"}, nil)
-	waitFor("repair counted", func() bool { return testutil.ToFloat64(a.Metrics.pinsRepairedTotal) == 1 })
+	waitFor("repair counted", func() bool { return testutil.ToFloat64(a.metrics.pinsRepairedTotal) == 1 })
 	if c := code("/healthz"); c != 200 {
 		t.Errorf("/healthz %d after a successful repair, want 200", c)
 	}

@@ -14,7 +14,9 @@ import (
 )
 
 // HealthHandler serves /healthz and /livez (kube-proxy's paths).
-func HealthHandler(h *Health) http.Handler {
+func (a *Agent) HealthHandler() http.Handler { return healthHandler(a.health) }
+
+func healthHandler(h *Health) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
 	mux.Handle("/livez", h.Livez())
@@ -24,9 +26,9 @@ func HealthHandler(h *Health) http.Handler {
 // MetricsHandler serves /metrics.
 // With profiling it also serves Go's /debug/pprof/ there, as kube-proxy's
 // --profiling does: the way to see where a slow sync spends its time.
-func MetricsHandler(m *Metrics, profiling bool) http.Handler {
+func (a *Agent) MetricsHandler(profiling bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

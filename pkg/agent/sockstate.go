@@ -10,11 +10,11 @@ import (
 // (*datapath.Datapath).SocketStateEvents is one.
 type SocketStateReader func() (datapath.SocketStateEvents, error)
 
-// CollectSocketState exports how per-socket state (which replies and
+// collectSocketState exports how per-socket state (which replies and
 // socket termination depend on) was lost: socklb_socket_state_evictions_total
 // and socklb_socket_state_failures_total. A scrape that cannot read them
 // leaves the series out.
-func (m *Metrics) CollectSocketState(read SocketStateReader) error {
+func (m *Metrics) collectSocketState(read SocketStateReader) error {
 	return m.Registry.Register(&sockStateCollector{
 		read: read,
 		evicted: prometheus.NewDesc("socklb_socket_state_evictions_total",

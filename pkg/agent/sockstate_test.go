@@ -11,9 +11,9 @@ import (
 )
 
 func TestSocketStateCollector(t *testing.T) {
-	m := NewMetrics()
+	m := testMetrics()
 	ev, fail := datapath.SocketStateEvents{Evicted: 3, NoState: 1}, false
-	if err := m.CollectSocketState(func() (datapath.SocketStateEvents, error) {
+	if err := m.collectSocketState(func() (datapath.SocketStateEvents, error) {
 		if fail {
 			return datapath.SocketStateEvents{}, errors.New("map gone")
 		}

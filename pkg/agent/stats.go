@@ -10,7 +10,7 @@ import (
 // counters; (*datapath.Datapath).ServiceStats is one.
 type StatsReader func() ([]datapath.ServiceDump, error)
 
-// CollectServiceStats exports the BPF stats map, read at each scrape and
+// collectServiceStats exports the BPF stats map, read at each scrape and
 // summed per Service port, as socklb_service_connections_total and
 // socklb_service_datagrams_total: what `iptables -L -v` shows per KUBE-SVC
 // chain, which kube-proxy does not export at all. They are two series per
@@ -19,7 +19,7 @@ type StatsReader func() ([]datapath.ServiceDump, error)
 // when its backend is removed and re-added, which rate() treats as a
 // counter reset. A failed read is counted in socklb_service_stats_errors_total
 // and the scrape goes on without the per-Service series.
-func (m *Metrics) CollectServiceStats(read StatsReader) error {
+func (m *Metrics) collectServiceStats(read StatsReader) error {
 	c := &statsCollector{
 		read: read,
 		connects: prometheus.NewDesc("socklb_service_connections_total",
@@ -80,11 +80,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 // is one.
 type UsageReader func() ([]datapath.MapUsage, error)
 
-// CollectMapPressure exports socklb_bpf_map_pressure{map}: entries over
+// collectMapPressure exports socklb_bpf_map_pressure{map}: entries over
 // capacity, read at each scrape, so an alert fires before a map is full
 // and a frontend fails to program (Cilium's cilium_bpf_map_pressure).
 // A map that could not be read is left out and counted.
-func (m *Metrics) CollectMapPressure(read UsageReader) error {
+func (m *Metrics) collectMapPressure(read UsageReader) error {
 	return m.Registry.Register(&pressureCollector{
 		read: read,
 		pressure: prometheus.NewDesc("socklb_bpf_map_pressure",

@@ -126,7 +126,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	} else {
 		id, err := d.svcIDs.alloc()
 		if err != nil {
-			return fmt.Errorf("services map is full (%s): raise --max-services", err)
+			return &MapError{Map: socklbbpf.SocklbMapServices, Err: fmt.Errorf("services map is full (%s): raise --max-services", err)}
 		}
 		next.ID = id
 		undo = append(undo, func() { d.svcIDs.free(id) })
@@ -254,7 +254,7 @@ func (d *Datapath) remove(cur *Service) error {
 func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (uint32, error) {
 	id, err := d.backendIDs.alloc()
 	if err != nil {
-		return 0, fmt.Errorf("backends map is full (%s): raise --max-backends", err)
+		return 0, &MapError{Map: socklbbpf.SocklbMapBackends, Err: fmt.Errorf("backends map is full (%s): raise --max-backends", err)}
 	}
 	// The counter exists before the backend so the first connect counts.
 	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
@@ -290,10 +290,10 @@ func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
 // put's retries) are retried by the next sync.
 func mapErr(m string, err error) error {
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("writing %s map: %w", m, err)
+		return &MapError{Map: m, Err: fmt.Errorf("writing %s map: %w", m, err)}
 	}
 	if def, _ := mapDefOf(m); isFull(err) {
-		return fmt.Errorf("%s map is full: raise %s (nothing already programmed was changed)", m, def.flag)
+		return &MapError{Map: m, Err: fmt.Errorf("%s map is full: raise %s (nothing already programmed was changed)", m, def.flag)}
 	}
-	return fmt.Errorf("writing %s map: %w", m, err)
+	return &MapError{Map: m, Err: fmt.Errorf("writing %s map: %w", m, err)}
 }

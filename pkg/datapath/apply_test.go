@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -137,6 +138,10 @@ func TestFullMapNamesTheFlag(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+	// The agent's log line names the map from the error (key "map").
+	if me := (*MapError)(nil); !errors.As(err, &me) || me.Map != "backends" {
+		t.Errorf("error %q carries no MapError naming the backends map", err)
 	}
 	if _, ok := d.Programmed()[big.Key]; ok {
 		t.Error("the frontend that did not fit is recorded as programmed")

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // maxAffinitySeconds is the API server's upper bound on
@@ -24,7 +26,7 @@ func (b *builder) sessionAffinity(nn types.NamespacedName, spec *corev1.ServiceS
 		return 0
 	case corev1.ServiceAffinityClientIP:
 	default:
-		b.problem(kindService, nn, "spec.sessionAffinity %q is not None or ClientIP; no affinity is applied until it is fixed", spec.SessionAffinity)
+		b.problem(model.KindService, nn, "spec.sessionAffinity %q is not None or ClientIP; no affinity is applied until it is fixed", spec.SessionAffinity)
 		return 0
 	}
 	secs := corev1.DefaultClientIPServiceAffinitySeconds
@@ -32,7 +34,7 @@ func (b *builder) sessionAffinity(nn types.NamespacedName, spec *corev1.ServiceS
 		if t := *c.ClientIP.TimeoutSeconds; t > 0 && t <= maxAffinitySeconds {
 			secs = t
 		} else {
-			b.problem(kindService, nn, "spec.sessionAffinityConfig.clientIP.timeoutSeconds %d is not 1-%d; the default %d is used until it is fixed",
+			b.problem(model.KindService, nn, "spec.sessionAffinityConfig.clientIP.timeoutSeconds %d is not 1-%d; the default %d is used until it is fixed",
 				t, maxAffinitySeconds, corev1.DefaultClientIPServiceAffinitySeconds)
 		}
 	}

@@ -8,11 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // bigInput is n Services of one TCP port, each with 10 ready endpoints.
-func bigInput(n int) Input {
-	in := Input{NodeName: "node-a"}
+func bigInput(n int) model.Input {
+	in := model.Input{NodeName: "node-a"}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("svc-%d", i)
 		in.Services = append(in.Services, svc("default/"+name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), sport("http", corev1.ProtocolTCP, 80)))

@@ -9,15 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// labelServiceProxyName hands a Service to another proxy. It lives in
-// k8s.io/kubernetes/pkg/proxy/apis, which we do not import.
-const labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
-
-const (
-	kindService       = "Service"
-	kindEndpointSlice = "EndpointSlice"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // Build computes the desired datapath state from a snapshot of the API. It
@@ -28,12 +21,12 @@ const (
 // The output depends only on the set of objects, not on their order in in,
 // except when two objects share a namespace/name (which an informer never
 // produces); then the first Service wins, and slices are merged.
-func Build(in Input) (State, []Problem) {
+func Build(in model.Input) (State, []model.Problem) {
 	return build(in, nil)
 }
 
 // build is Build, with Services' results taken from cache when it is set.
-func build(in Input, cache *Cache) (State, []Problem) {
+func build(in model.Input, cache *Cache) (State, []model.Problem) {
 	b := &builder{
 		node: nodeFromInput(in),
 	}
@@ -66,7 +59,7 @@ func build(in Input, cache *Cache) (State, []Problem) {
 	for i, s := range svcs {
 		nn := nnOf(s.Namespace, s.Name)
 		if i > 0 && nn == nnOf(svcs[i-1].Namespace, svcs[i-1].Name) {
-			b.problem(kindService, nn, "appears more than once in the input; only the first copy is used, remove the duplicate")
+			b.problem(model.KindService, nn, "appears more than once in the input; only the first copy is used, remove the duplicate")
 			continue
 		}
 		if cache != nil {
@@ -92,11 +85,11 @@ type builder struct {
 	nodeAddrs []netip.Addr // where NodePorts are served, sorted
 	ownAddrs  []netip.Addr // this node's addresses, unfiltered, sorted: externalIPs it may capture
 	extCIDRs  []netip.Prefix
-	problems  []Problem
+	problems  []model.Problem
 }
 
-func (b *builder) problem(kind string, obj types.NamespacedName, format string, args ...any) {
-	b.problems = append(b.problems, Problem{Kind: kind, Object: obj, Reason: fmt.Sprintf(format, args...)})
+func (b *builder) problem(kind model.Kind, obj types.NamespacedName, format string, args ...any) {
+	b.problems = append(b.problems, model.Problem{Kind: kind, Object: obj, Reason: fmt.Sprintf(format, args...)})
 }
 
 // servicePort is a ServicePort that passed validation.
@@ -113,7 +106,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 	// kube-proxy's Service informer selects on this label alone
 	// (cmd/kube-proxy/app/server.go): the headless label does not make a
 	// Service with a cluster IP headless; clusterIP None does (below).
-	if _, other := svc.Labels[labelServiceProxyName]; other {
+	if _, other := svc.Labels[model.LabelServiceProxyName]; other {
 		return
 	}
 	switch svc.Spec.Type {
@@ -124,7 +117,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 		// A DNS alias: there is nothing to translate.
 		return
 	default:
-		b.problem(kindService, nn, "spec.type %q is not ClusterIP, NodePort, LoadBalancer or ExternalName; the Service is ignored until spec.type is fixed", svc.Spec.Type)
+		b.problem(model.KindService, nn, "spec.type %q is not ClusterIP, NodePort, LoadBalancer or ExternalName; the Service is ignored until spec.type is fixed", svc.Spec.Type)
 		return
 	}
 
@@ -206,22 +199,22 @@ func (b *builder) clusterIPs(nn types.NamespacedName, spec *corev1.ServiceSpec) 
 		}
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			b.problem(kindService, nn, "%s %q is not an IP address; the whole Service is ignored until it is fixed", name, s)
+			b.problem(model.KindService, nn, "%s %q is not an IP address; the whole Service is ignored until it is fixed", name, s)
 			return nil, false
 		}
 		if a.Zone() != "" {
-			b.problem(kindService, nn, "%s %q has an IPv6 zone, which a cluster IP cannot have; the whole Service is ignored until it is fixed", name, s)
+			b.problem(model.KindService, nn, "%s %q has an IPv6 zone, which a cluster IP cannot have; the whole Service is ignored until it is fixed", name, s)
 			return nil, false
 		}
 		// A mapped address is the IPv4 address it maps, as for kube-proxy's
 		// IsIPv6String; the frontend key must be the plain form.
 		a = a.Unmap()
 		if why := specialAddr(a); why != "" {
-			b.problem(kindService, nn, "%s %q is %s, which is never a cluster IP; the whole Service is ignored until it is fixed", name, s, why)
+			b.problem(model.KindService, nn, "%s %q is %s, which is never a cluster IP; the whole Service is ignored until it is fixed", name, s, why)
 			return nil, false
 		}
 		if j := slices.IndexFunc(vips, func(v netip.Addr) bool { return v.Is4() == a.Is4() }); j >= 0 {
-			b.problem(kindService, nn, "%s %q is a second %s cluster IP after %s; a Service has at most one per family, so it is ignored", name, s, familyName(a.Is6()), vips[j])
+			b.problem(model.KindService, nn, "%s %q is a second %s cluster IP after %s; a Service has at most one per family, so it is ignored", name, s, familyName(a.Is6()), vips[j])
 			continue
 		}
 		vips = append(vips, a)
@@ -237,16 +230,16 @@ func (b *builder) servicePorts(nn types.NamespacedName, spec *corev1.ServiceSpec
 		label := portLabel(p.Name, p.Port)
 		proto, ok := parseProtocol(p.Protocol)
 		if !ok {
-			b.problem(kindService, nn, "port %s has protocol %q; socklb handles TCP, UDP and SCTP", label, p.Protocol)
+			b.problem(model.KindService, nn, "port %s has protocol %q; socklb handles TCP, UDP and SCTP", label, p.Protocol)
 			continue
 		}
 		if p.Port < 1 || p.Port > 65535 {
-			b.problem(kindService, nn, "port %s has port number %d; it must be 1-65535 (fix spec.ports[%d].port)", label, p.Port, i)
+			b.problem(model.KindService, nn, "port %s has port number %d; it must be 1-65535 (fix spec.ports[%d].port)", label, p.Port, i)
 			continue
 		}
 		sp := servicePort{name: p.Name, label: label, port: uint16(p.Port), proto: proto}
 		if j := slices.IndexFunc(out, func(o servicePort) bool { return o.port == sp.port && o.proto == sp.proto }); j >= 0 {
-			b.problem(kindService, nn, "port %s repeats %d/%s of port %s; it is ignored, remove spec.ports[%d]", label, sp.port, sp.proto, out[j].label, i)
+			b.problem(model.KindService, nn, "port %s repeats %d/%s of port %s; it is ignored, remove spec.ports[%d]", label, sp.port, sp.proto, out[j].label, i)
 			continue
 		}
 		sp.nodePort = b.nodePort(nn, spec.Type, i, p)
@@ -291,12 +284,12 @@ func compareBackend(a, b Backend) int {
 // sortProblems groups the report by object, independently of input order,
 // keeping each object's problems in the order of its fields, and drops exact
 // repeats (two copies of one slice would otherwise report everything twice).
-func sortProblems(ps []Problem) []Problem {
-	slices.SortStableFunc(ps, func(a, b Problem) int {
+func sortProblems(ps []model.Problem) []model.Problem {
+	slices.SortStableFunc(ps, func(a, b model.Problem) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), compareNN(a.Object, b.Object))
 	})
-	seen := make(map[Problem]bool, len(ps))
-	return slices.DeleteFunc(ps, func(p Problem) bool {
+	seen := make(map[model.Problem]bool, len(ps))
+	return slices.DeleteFunc(ps, func(p model.Problem) bool {
 		dup := seen[p]
 		seen[p] = true
 		return dup

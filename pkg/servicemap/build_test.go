@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 const (
@@ -507,7 +509,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 	}
 	nodes := []*corev1.Node{node("node-b", "zone-b", "InternalIP=10.1.0.6"), node("node-a", "zone-a", "InternalIP=10.1.0.5")}
 	local := []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("192.168.1.5")}
-	in := Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local, ExternalIPCIDRs: allAddresses}
+	in := model.Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local, ExternalIPCIDRs: allAddresses}
 	wantState, wantProblems := Build(in)
 	if len(wantState) != 12 || len(wantProblems) < 6 {
 		t.Fatalf("fixture does not exercise enough: %d frontends, %d problems", len(wantState), len(wantProblems))
@@ -515,7 +517,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
-		in := Input{Services: slices.Clone(services), Slices: slices.Clone(endpointSlices), Nodes: slices.Clone(nodes),
+		in := model.Input{Services: slices.Clone(services), Slices: slices.Clone(endpointSlices), Nodes: slices.Clone(nodes),
 			NodeName: "node-a", LocalAddresses: slices.Clone(local), ExternalIPCIDRs: allAddresses}
 		r.Shuffle(len(in.Services), func(i, j int) { in.Services[i], in.Services[j] = in.Services[j], in.Services[i] })
 		r.Shuffle(len(in.Slices), func(i, j int) { in.Slices[i], in.Slices[j] = in.Slices[j], in.Slices[i] })
@@ -549,7 +551,7 @@ func statesEqual(a, b State) bool {
 func TestBuildDuplicateServiceObject(t *testing.T) {
 	first := svc("default/web", "10.96.0.10", sport("http", tcp, 80))
 	second := svc("default/web", "10.96.0.11", sport("http", tcp, 80))
-	st, ps := Build(Input{Services: []*corev1.Service{first, second}})
+	st, ps := Build(model.Input{Services: []*corev1.Service{first, second}})
 	want := []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"}
 	if got := render(st); !slices.Equal(got, want) {
 		t.Errorf("state: got %q, want %q", got, want)
@@ -560,7 +562,7 @@ func TestBuildDuplicateServiceObject(t *testing.T) {
 }
 
 func TestBuildNilObjects(t *testing.T) {
-	st, ps := Build(Input{
+	st, ps := Build(model.Input{
 		Services: []*corev1.Service{nil, web()},
 		Slices:   []*discoveryv1.EndpointSlice{nil, v4("default/web-1", "web", httpPort, ready("10.0.0.1"))},
 		Nodes:    []*corev1.Node{nil},

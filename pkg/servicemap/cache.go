@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // Cache makes Build incremental: a Service whose object, EndpointSlices and
@@ -29,12 +31,12 @@ type cacheEntry struct {
 	slices   []*discoveryv1.EndpointSlice
 	node     string
 	offers   []offer
-	problems []Problem
+	problems []model.Problem
 	used     bool
 }
 
 // Build is the package-level Build, reusing unchanged Services' results.
-func (c *Cache) Build(in Input) (State, []Problem) {
+func (c *Cache) Build(in model.Input) (State, []model.Problem) {
 	if c.entries == nil {
 		c.entries = map[types.NamespacedName]*cacheEntry{}
 	}

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // buildCase is one table case of Build; every table in the package uses it.
@@ -18,19 +20,19 @@ type buildCase struct {
 	slices   []*discoveryv1.EndpointSlice
 	nodes    []*corev1.Node
 	nodeName string
-	local    []string // Input.LocalAddresses
-	filter   []string // Input.NodePortAddresses
-	// extCIDRs is Input.ExternalIPCIDRs; nil allows every address, the
+	local    []string // model.Input.LocalAddresses
+	filter   []string // model.Input.NodePortAddresses
+	// extCIDRs is model.Input.ExternalIPCIDRs; nil allows every address, the
 	// setting the cases written before the node-address rule assume, so
 	// a case about that rule sets it (to empty for the default).
 	extCIDRs []string
-	primary  bool     // Input.NodePortPrimary
+	primary  bool     // model.Input.NodePortPrimary
 	want     []string // render(State)
 	problems []string // each a substring of the problem at that index
 }
 
-func (tc buildCase) input() Input {
-	in := Input{Services: tc.services, Slices: tc.slices, Nodes: tc.nodes, NodeName: tc.nodeName, NodePortPrimary: tc.primary}
+func (tc buildCase) input() model.Input {
+	in := model.Input{Services: tc.services, Slices: tc.slices, Nodes: tc.nodes, NodeName: tc.nodeName, NodePortPrimary: tc.primary}
 	for _, a := range tc.local {
 		in.LocalAddresses = append(in.LocalAddresses, netip.MustParseAddr(a))
 	}

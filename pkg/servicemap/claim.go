@@ -1,5 +1,7 @@
 package servicemap
 
+import "github.com/socklb/socklb/pkg/model"
+
 // offer is a frontend a Service asks for; claimAll decides who gets a key
 // that several ask for.
 type offer struct {
@@ -75,7 +77,7 @@ func (b *builder) claim(owner map[FrontendKey]offer, o offer) {
 	} else if prev.fe.Service == o.fe.Service {
 		why = "as the earlier port"
 	}
-	b.problem(kindService, o.fe.Service, "%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
+	b.problem(model.KindService, o.fe.Service, "%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
 		key, o.fe.Kind, o.label, prev.fe.Service, prev.label, prev.fe.Kind, why)
 }
 

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // nodeInfo is what endpoint selection needs to know about this node: its
@@ -17,23 +19,9 @@ type nodeInfo struct {
 	zone string
 }
 
-// thisNode is the Node object named in.NodeName, or nil: Input.Nodes may
-// hold the whole cluster's Nodes, and only this one says where we are.
-func thisNode(in Input) *corev1.Node {
-	if in.NodeName == "" {
-		return nil
-	}
-	for _, node := range in.Nodes {
-		if node != nil && node.Name == in.NodeName {
-			return node
-		}
-	}
-	return nil
-}
-
-func nodeFromInput(in Input) nodeInfo {
+func nodeFromInput(in model.Input) nodeInfo {
 	n := nodeInfo{name: in.NodeName}
-	if node := thisNode(in); node != nil {
+	if node := in.ThisNode(); node != nil {
 		n.zone = node.Labels[corev1.LabelTopologyZone]
 	}
 	return n
@@ -120,12 +108,12 @@ func (b *builder) indexSlices(in []*discoveryv1.EndpointSlice) map[types.Namespa
 		// kube-proxy's slice informer selects on this label alone
 		// (cmd/kube-proxy/app/server.go). A slice's copy of its Service's
 		// service-proxy-name label is not read: the Service decides.
-		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
+		if _, headless := s.Labels[model.LabelHeadless]; headless {
 			continue
 		}
 		svc := s.Labels[discoveryv1.LabelServiceName]
 		if svc == "" {
-			b.problem(kindEndpointSlice, nnOf(s.Namespace, s.Name),
+			b.problem(model.KindEndpointSlice, nnOf(s.Namespace, s.Name),
 				"has no %q label, so it belongs to no Service and is ignored; label it with the name of its Service", discoveryv1.LabelServiceName)
 			continue
 		}
@@ -150,7 +138,7 @@ func (b *builder) parseSlices(in []*discoveryv1.EndpointSlice) []parsedSlice {
 			// kube-proxy ignores FQDN slices: there is no address to connect to.
 			continue
 		default:
-			b.problem(kindEndpointSlice, nn, "addressType %q is not IPv4, IPv6 or FQDN; the slice is ignored", s.AddressType)
+			b.problem(model.KindEndpointSlice, nn, "addressType %q is not IPv4, IPv6 or FQDN; the slice is ignored", s.AddressType)
 			continue
 		}
 
@@ -165,17 +153,17 @@ func (b *builder) parseSlices(in []*discoveryv1.EndpointSlice) []parsedSlice {
 				proto, ok := parseProtocol(*p.Protocol)
 				if !ok {
 					// No service port can carry this protocol: the
-					// Service's own Problem already names it.
+					// Service's own model.Problem already names it.
 					continue
 				}
 				sp.proto = proto
 			}
 			switch {
 			case p.Port == nil || *p.Port == 0:
-				b.problem(kindEndpointSlice, nn, "ports[%d] (name %q) has no port number; kube-proxy and socklb cannot use it, set ports[%d].port", i, sp.name, i)
+				b.problem(model.KindEndpointSlice, nn, "ports[%d] (name %q) has no port number; kube-proxy and socklb cannot use it, set ports[%d].port", i, sp.name, i)
 				continue
 			case *p.Port < 0 || *p.Port > 65535:
-				b.problem(kindEndpointSlice, nn, "ports[%d] (name %q) has port number %d; it must be 1-65535 (fix ports[%d].port)", i, sp.name, *p.Port, i)
+				b.problem(model.KindEndpointSlice, nn, "ports[%d] (name %q) has port number %d; it must be 1-65535 (fix ports[%d].port)", i, sp.name, *p.Port, i)
 				continue
 			}
 			sp.port = uint16(*p.Port)
@@ -200,7 +188,7 @@ func (b *builder) parseSlices(in []*discoveryv1.EndpointSlice) []parsedSlice {
 
 func (b *builder) parseEndpoint(slice types.NamespacedName, i int, e discoveryv1.Endpoint, is6 bool) (endpoint, bool) {
 	if len(e.Addresses) == 0 {
-		b.problem(kindEndpointSlice, slice, "endpoints[%d] has no addresses; it is ignored", i)
+		b.problem(model.KindEndpointSlice, slice, "endpoints[%d] has no addresses; it is ignored", i)
 		return endpoint{}, false
 	}
 	// Like kube-proxy, only the first address is used: the API defines no
@@ -208,21 +196,21 @@ func (b *builder) parseEndpoint(slice types.NamespacedName, i int, e discoveryv1
 	raw := e.Addresses[0]
 	a, err := netip.ParseAddr(raw)
 	if err != nil {
-		b.problem(kindEndpointSlice, slice, "endpoints[%d] address %q is not an IP address; it is ignored", i, raw)
+		b.problem(model.KindEndpointSlice, slice, "endpoints[%d] address %q is not an IP address; it is ignored", i, raw)
 		return endpoint{}, false
 	}
 	if a.Zone() != "" {
-		b.problem(kindEndpointSlice, slice, "endpoints[%d] address %q has an IPv6 zone, which a pod address cannot have; it is ignored", i, raw)
+		b.problem(model.KindEndpointSlice, slice, "endpoints[%d] address %q has an IPv6 zone, which a pod address cannot have; it is ignored", i, raw)
 		return endpoint{}, false
 	}
 	// kube-proxy (IsIPv6String) files a mapped address under IPv4.
 	a = a.Unmap()
 	if why := specialAddr(a); why != "" {
-		b.problem(kindEndpointSlice, slice, "endpoints[%d] address %q is %s, which the API server rejects for an endpoint; it is ignored", i, raw, why)
+		b.problem(model.KindEndpointSlice, slice, "endpoints[%d] address %q is %s, which the API server rejects for an endpoint; it is ignored", i, raw, why)
 		return endpoint{}, false
 	}
 	if a.Is6() != is6 {
-		b.problem(kindEndpointSlice, slice, "endpoints[%d] address %q is %s but the slice's addressType is %s; it is ignored, put it in an %s slice",
+		b.problem(model.KindEndpointSlice, slice, "endpoints[%d] address %q is %s but the slice's addressType is %s; it is ignored, put it in an %s slice",
 			i, raw, familyName(a.Is6()), familyName(is6), familyName(a.Is6()))
 		return endpoint{}, false
 	}

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // externalIPs returns spec.externalIPs usable as frontends: of a family the
@@ -22,11 +24,11 @@ func (b *builder) externalIPs(nn types.NamespacedName, spec *corev1.ServiceSpec,
 			continue
 		}
 		if !hasFamily(vips, a) {
-			b.problem(kindService, nn, "%s %q is %s but the Service has no %s cluster IP; it is ignored", field, s, familyName(a.Is6()), familyName(a.Is6()))
+			b.problem(model.KindService, nn, "%s %q is %s but the Service has no %s cluster IP; it is ignored", field, s, familyName(a.Is6()), familyName(a.Is6()))
 			continue
 		}
 		if !b.externalIPAllowed(a) {
-			b.problem(kindService, nn, "%s %q %s: it is not an address of this node and not inside --external-ip-cidrs; "+
+			b.problem(model.KindService, nn, "%s %q %s: it is not an address of this node and not inside --external-ip-cidrs; "+
 				"connections to it are left alone (CVE-2020-8554: any Service author could otherwise capture every connection of the node to that address). "+
 				"If this node must capture it, add it to --external-ip-cidrs", field, s, RefusedExternalIP)
 			continue
@@ -55,7 +57,7 @@ func (b *builder) loadBalancerIPs(nn types.NamespacedName, status *corev1.Servic
 		field := fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i)
 		if m := ing.IPMode; m != nil && *m != corev1.LoadBalancerIPModeVIP {
 			if *m != corev1.LoadBalancerIPModeProxy {
-				b.problem(kindService, nn, "status.loadBalancer.ingress[%d].ipMode %q is not VIP or Proxy; %s is not captured, as kube-proxy captures only VIP mode", i, *m, ing.IP)
+				b.problem(model.KindService, nn, "status.loadBalancer.ingress[%d].ipMode %q is not VIP or Proxy; %s is not captured, as kube-proxy captures only VIP mode", i, *m, ing.IP)
 			}
 			continue
 		}
@@ -75,11 +77,11 @@ func (b *builder) loadBalancerIPs(nn types.NamespacedName, status *corev1.Servic
 func (b *builder) frontendAddr(nn types.NamespacedName, field, s string) (netip.Addr, bool) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		b.problem(kindService, nn, "%s %q is not an IP address; it is ignored", field, s)
+		b.problem(model.KindService, nn, "%s %q is not an IP address; it is ignored", field, s)
 		return netip.Addr{}, false
 	}
 	if a.Zone() != "" {
-		b.problem(kindService, nn, "%s %q has an IPv6 zone; it is ignored", field, s)
+		b.problem(model.KindService, nn, "%s %q has an IPv6 zone; it is ignored", field, s)
 		return netip.Addr{}, false
 	}
 	a = a.Unmap()
@@ -88,13 +90,13 @@ func (b *builder) frontendAddr(nn types.NamespacedName, field, s string) (netip.
 		why = "multicast"
 	}
 	if why != "" {
-		b.problem(kindService, nn, "%s %q is %s; it is ignored", field, s, why)
+		b.problem(model.KindService, nn, "%s %q is %s; it is ignored", field, s, why)
 		return netip.Addr{}, false
 	}
 	return a, true
 }
 
-// RefusedExternalIP is the phrase every refused externalIP's Problem
+// RefusedExternalIP is the phrase every refused externalIP's model.Problem
 // carries, so the agent can count them apart from other bad input.
 const RefusedExternalIP = "is refused"
 
@@ -114,9 +116,9 @@ func (b *builder) externalIPAllowed(a netip.Addr) bool {
 // object's InternalIP and ExternalIP addresses (a cloud ExternalIP sits on
 // no interface but is the node's all the same), without the NodePort filter.
 // nodePortAddresses reports the unparseable ones.
-func ownAddresses(in Input) []netip.Addr {
+func ownAddresses(in model.Input) []netip.Addr {
 	out := slices.Clone(in.LocalAddresses)
-	if node := thisNode(in); node != nil {
+	if node := in.ThisNode(); node != nil {
 		for _, na := range node.Status.Addresses {
 			if na.Type != corev1.NodeInternalIP && na.Type != corev1.NodeExternalIP {
 				continue

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // FuzzBuild decodes the fuzzer's bytes into Services and EndpointSlices and
@@ -149,7 +151,7 @@ func FuzzBuild(f *testing.F) {
 			}
 			names[s.Namespace+"/"+s.Name] = true
 		}
-		rev := Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName,
+		rev := model.Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName,
 			LocalAddresses: slices.Clone(in.LocalAddresses), NodePortAddresses: slices.Clone(in.NodePortAddresses),
 			NodePortPrimary: in.NodePortPrimary}
 		slices.Reverse(rev.Services)
@@ -187,7 +189,7 @@ var (
 	fzPorts     = []int32{80, 8080, 53, 0, 65535, 65536, -1, 1}
 	fzAddrTypes = []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6,
 		discoveryv1.AddressTypeFQDN, "", "Bogus"}
-	fzLabels = []string{"", labelServiceProxyName, corev1.IsHeadlessService}
+	fzLabels = []string{"", model.LabelServiceProxyName, corev1.IsHeadlessService}
 	fzNodes  = []string{"", "node-a", "node-b"}
 
 	// The extras, decoded after everything above; index 0 is always
@@ -272,9 +274,9 @@ func (r *fuzzReader) labels() map[string]string {
 	return nil
 }
 
-func decodeInput(data []byte) Input {
+func decodeInput(data []byte) model.Input {
 	r := &fuzzReader{data: data}
-	var in Input
+	var in model.Input
 	for range r.intn(4) {
 		in.Services = append(in.Services, decodeService(r))
 	}
@@ -295,7 +297,7 @@ func decodeInput(data []byte) Input {
 // decodeExtras adds what a Service, an endpoint and the node have beyond
 // the ClusterIP basics: traffic policies, affinity, external addresses,
 // node ports, hints, node addresses and the nodeport-addresses filter.
-func decodeExtras(r *fuzzReader, in *Input) {
+func decodeExtras(r *fuzzReader, in *model.Input) {
 	for _, s := range in.Services {
 		if s == nil {
 			continue
@@ -435,8 +437,8 @@ func decodeSlice(r *fuzzReader) *discoveryv1.EndpointSlice {
 	return s
 }
 
-func deepCopyInput(in Input) Input {
-	out := Input{
+func deepCopyInput(in model.Input) model.Input {
+	out := model.Input{
 		NodeName:          in.NodeName,
 		LocalAddresses:    slices.Clone(in.LocalAddresses),
 		NodePortAddresses: slices.Clone(in.NodePortAddresses),

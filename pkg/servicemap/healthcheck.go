@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // HealthCheck is one listener of kube-proxy's service health server
@@ -32,7 +34,7 @@ type HealthCheck struct {
 // HealthChecks lists the health check listeners of the Services in, in
 // namespace/name then family order. It reads the objects as Build does,
 // and reports nothing: Build reports what is wrong with them.
-func HealthChecks(in Input) []HealthCheck {
+func HealthChecks(in model.Input) []HealthCheck {
 	// Most clusters have none: skip indexing every slice at every sync.
 	if !slices.ContainsFunc(in.Services, func(s *corev1.Service) bool { return s != nil && needsHealthCheck(s) }) {
 		return nil
@@ -41,7 +43,7 @@ func HealthChecks(in Input) []HealthCheck {
 	bySvc := b.indexSlices(in.Slices)
 	filter := in.NodePortAddresses
 	if in.NodePortPrimary {
-		filter = append(slices.Clip(filter), primaryPrefixes(thisNode(in))...)
+		filter = append(slices.Clip(filter), primaryPrefixes(in.ThisNode())...)
 	}
 	var out []HealthCheck
 	seen := map[types.NamespacedName]bool{}
@@ -89,7 +91,7 @@ func HealthChecks(in Input) []HealthCheck {
 // LoadBalancer with externalTrafficPolicy Local and a healthCheckNodePort.
 // Services kube-proxy does not proxy have none.
 func needsHealthCheck(svc *corev1.Service) bool {
-	if _, other := svc.Labels[labelServiceProxyName]; other {
+	if _, other := svc.Labels[model.LabelServiceProxyName]; other {
 		return false
 	}
 	p := svc.Spec.HealthCheckNodePort

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // localLB is web as a LoadBalancer with externalTrafficPolicy Local and
@@ -91,14 +93,14 @@ func TestHealthChecks(t *testing.T) {
 				np.Name, np.Spec.Type = "np", corev1.ServiceTypeNodePort
 				noPort := localLB("10.96.0.13")
 				noPort.Name, noPort.Spec.HealthCheckNodePort = "noport", 0
-				other := withLabel(localLB("10.96.0.14"), labelServiceProxyName, "x")
+				other := withLabel(localLB("10.96.0.14"), model.LabelServiceProxyName, "x")
 				other.Name = "other"
 				return []*corev1.Service{cluster, np, noPort, other}
 			}(),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Services: tc.services, Slices: tc.slices, Nodes: nodeA(), NodeName: "node-a"}
+			in := model.Input{Services: tc.services, Slices: tc.slices, Nodes: nodeA(), NodeName: "node-a"}
 			for _, a := range tc.local {
 				in.LocalAddresses = append(in.LocalAddresses, netip.MustParseAddr(a))
 			}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // Constructors keep each table case to the one fact it is about.
@@ -144,7 +146,7 @@ func compareKey(a, b FrontendKey) int {
 	return int(a.Proto) - int(b.Proto)
 }
 
-func renderProblems(ps []Problem) []string {
+func renderProblems(ps []model.Problem) []string {
 	out := make([]string, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, p.String())
@@ -154,7 +156,7 @@ func renderProblems(ps []Problem) []string {
 
 // checkInvariants holds for any input whatsoever; the table tests and the
 // fuzzer both run it.
-func checkInvariants(t *testing.T, in Input, st State, ps []Problem) {
+func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem) {
 	t.Helper()
 	// The first copy of a duplicated Service is the one Build uses.
 	services := map[types.NamespacedName]*corev1.Service{}
@@ -260,7 +262,7 @@ func checkInvariants(t *testing.T, in Input, st State, ps []Problem) {
 	}
 
 	for i, p := range ps {
-		if p.Kind != kindService && p.Kind != kindEndpointSlice && p.Kind != kindNode {
+		if p.Kind != model.KindService && p.Kind != model.KindEndpointSlice && p.Kind != model.KindNode {
 			t.Errorf("problem %q: kind %q", p, p.Kind)
 		}
 		if p.Reason == "" {
@@ -276,7 +278,7 @@ func checkInvariants(t *testing.T, in Input, st State, ps []Problem) {
 // nodeport.go: 127.0.0.1, an interface address or this Node's InternalIP or
 // ExternalIP; never ::1, link-local, multicast or unspecified; inside the
 // filter's prefixes of its family, if there are any.
-func isNodePortAddr(in Input, a netip.Addr) bool {
+func isNodePortAddr(in model.Input, a netip.Addr) bool {
 	if !a.IsValid() || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsMulticast() ||
 		a == netip.IPv6Loopback() || a == netip.MustParseAddr("255.255.255.255") {
 		return false

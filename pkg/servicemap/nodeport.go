@@ -6,14 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-const kindNode = "Node"
+	"github.com/socklb/socklb/pkg/model"
+)
 
 var ipv4Localhost = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 
 // nodePortAddresses is where this node serves NodePorts: its interface
-// addresses (Input.LocalAddresses) and its Node object's InternalIP and
+// addresses (model.Input.LocalAddresses) and its Node object's InternalIP and
 // ExternalIP addresses, passed through --nodeport-addresses, sorted and
 // deduplicated. The Node object's addresses are added because the agent's
 // interface list can lag behind (an interface still coming up), and because
@@ -29,17 +29,17 @@ var ipv4Localhost = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 // pkg/proxy/util/nodeport_addresses.go), and so does a filter that does not
 // contain 127.0.0.1 here. ::1 never serves NodePorts, as in kube-proxy:
 // IPv6 has no route_localnet, so its iptables mode cannot.
-func (b *builder) nodePortAddresses(in Input) []netip.Addr {
+func (b *builder) nodePortAddresses(in model.Input) []netip.Addr {
 	cands := []netip.Addr{ipv4Localhost}
 	cands = append(cands, in.LocalAddresses...)
-	if node := thisNode(in); node != nil {
+	if node := in.ThisNode(); node != nil {
 		for i, a := range node.Status.Addresses {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 				continue
 			}
 			ip, err := netip.ParseAddr(a.Address)
 			if err != nil {
-				b.problem(kindNode, nnOf("", node.Name), "status.addresses[%d] (%s) %q is not an IP address; NodePorts are not served on it", i, a.Type, a.Address)
+				b.problem(model.KindNode, nnOf("", node.Name), "status.addresses[%d] (%s) %q is not an IP address; NodePorts are not served on it", i, a.Type, a.Address)
 				continue
 			}
 			cands = append(cands, ip)
@@ -48,7 +48,7 @@ func (b *builder) nodePortAddresses(in Input) []netip.Addr {
 
 	filter := in.NodePortAddresses
 	if in.NodePortPrimary {
-		filter = append(slices.Clip(filter), primaryPrefixes(thisNode(in))...)
+		filter = append(slices.Clip(filter), primaryPrefixes(in.ThisNode())...)
 	}
 	var out []netip.Addr
 	for _, a := range cands {
@@ -106,11 +106,11 @@ func (b *builder) nodePort(nn types.NamespacedName, typ corev1.ServiceType, i in
 	case p.NodePort == 0:
 		return 0
 	case typ != corev1.ServiceTypeNodePort && typ != corev1.ServiceTypeLoadBalancer:
-		b.problem(kindService, nn, "port %s has nodePort %d but spec.type is not NodePort or LoadBalancer; no NodePort is served, remove spec.ports[%d].nodePort or change the type",
+		b.problem(model.KindService, nn, "port %s has nodePort %d but spec.type is not NodePort or LoadBalancer; no NodePort is served, remove spec.ports[%d].nodePort or change the type",
 			portLabel(p.Name, p.Port), p.NodePort, i)
 		return 0
 	case p.NodePort < 1 || p.NodePort > 65535:
-		b.problem(kindService, nn, "port %s has nodePort %d; it must be 1-65535 (fix spec.ports[%d].nodePort)", portLabel(p.Name, p.Port), p.NodePort, i)
+		b.problem(model.KindService, nn, "port %s has nodePort %d; it must be 1-65535 (fix spec.ports[%d].nodePort)", portLabel(p.Name, p.Port), p.NodePort, i)
 		return 0
 	}
 	return uint16(p.NodePort)

@@ -3,6 +3,8 @@ package servicemap
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // backendSets is what one service port offers on one IP family, per kind of
@@ -61,7 +63,7 @@ func (b *builder) internalPolicyLocal(nn types.NamespacedName, spec *corev1.Serv
 	}
 	// Falling back to Cluster keeps the Service reachable; falling back to
 	// Local could strand every client of a node without endpoints.
-	b.problem(kindService, nn, "spec.internalTrafficPolicy %q is not Cluster or Local; Cluster is used until it is fixed", *p)
+	b.problem(model.KindService, nn, "spec.internalTrafficPolicy %q is not Cluster or Local; Cluster is used until it is fixed", *p)
 	return false
 }
 
@@ -73,5 +75,5 @@ func (b *builder) checkExternalPolicy(nn types.NamespacedName, spec *corev1.Serv
 	case "", corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal:
 		return
 	}
-	b.problem(kindService, nn, "spec.externalTrafficPolicy %q is not Cluster or Local; it is ignored (socklb treats traffic from the node as kube-proxy does: cluster-wide endpoints)", spec.ExternalTrafficPolicy)
+	b.problem(model.KindService, nn, "spec.externalTrafficPolicy %q is not Cluster or Local; it is ignored (socklb treats traffic from the node as kube-proxy does: cluster-wide endpoints)", spec.ExternalTrafficPolicy)
 }

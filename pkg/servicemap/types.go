@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -123,55 +121,3 @@ func (a Frontend) Equal(b Frontend) bool {
 
 // State is the whole desired datapath: every frontend of the node.
 type State map[FrontendKey]Frontend
-
-// Problem is an object, or part of one, that could not be used. The agent
-// logs it and counts it; everything else is still programmed.
-type Problem struct {
-	Kind   string // "Service" or "EndpointSlice"
-	Object types.NamespacedName
-	Reason string
-}
-
-func (p Problem) String() string {
-	return fmt.Sprintf("%s %s: %s", p.Kind, p.ObjectName(), p.Reason)
-}
-
-// ObjectName is namespace/name, or the bare name of an object that is not
-// namespaced (a file, a Node).
-func (p Problem) ObjectName() string {
-	if p.Object.Namespace == "" {
-		return p.Object.Name
-	}
-	return p.Object.String()
-}
-
-// Input is every object Build reads: a snapshot of the API (or of the
-// manifests directory) and the identity of this node.
-type Input struct {
-	Services []*corev1.Service
-	Slices   []*discoveryv1.EndpointSlice
-	Nodes    []*corev1.Node
-	NodeName string
-	// LocalAddresses are this node's interface addresses (found by the
-	// agent with netlink); with the Node object's addresses they are where
-	// NodePorts are served.
-	LocalAddresses []netip.Addr
-	// NodePortAddresses is kube-proxy's --nodeport-addresses filter, per
-	// family: when it holds prefixes of a family, NodePorts of that family
-	// are served only on node addresses inside them, 127.0.0.1 included
-	// (see nodePortAddresses). The keywords "localhost" and "all" are
-	// prefixes too (127.0.0.0/8 and ::1/128; 0.0.0.0/0 and ::/0), as
-	// kube-proxy expands them.
-	NodePortAddresses []netip.Prefix
-	// ExternalIPCIDRs is the operator's --external-ip-cidrs allowlist: an
-	// externalIP is captured when it is an address of this node (as
-	// Cilium's socket LB does) or falls inside one of these prefixes.
-	// Anything else is refused, because whoever may create a Service could
-	// otherwise redirect every connection of the node to any address
-	// (CVE-2020-8554).
-	ExternalIPCIDRs []netip.Prefix
-	// NodePortPrimary is the keyword "primary" of --nodeport-addresses:
-	// the filter also holds this node's primary IPv4 and IPv6 addresses,
-	// taken from its Node object when Build runs (see primaryNodeIPs).
-	NodePortPrimary bool
-}

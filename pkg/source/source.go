@@ -3,16 +3,16 @@
 // directory of manifests that needs no cluster at all (package manifests).
 //
 // Problems: a source never fails because one object or one file is bad. It
-// hands each problem to the Report function it was built with (a nil Report
-// drops them), keeps serving everything else, and never calls Report
-// concurrently with itself. Problems are not part of the Snapshot, because
+// hands each problem to the Report function it was built with (the agent's,
+// which logs and counts it; a nil Report drops them), keeps serving
+// everything else, and never calls Report concurrently with itself. Problems are not part of the Snapshot, because
 // they describe what happened while reading, not the objects that were read.
 package source
 
 import (
 	"context"
 
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // Source delivers snapshots of Services, EndpointSlices and Nodes.
@@ -30,8 +30,5 @@ type Source interface {
 	// (fresh slices per call or per change). NodeName is filled from the
 	// source's config. Safe to call from any goroutine, at any time: before
 	// the first changed() it may be empty.
-	Snapshot() servicemap.Input
+	Snapshot() model.Input
 }
-
-// ReportFunc receives problems found while reading; see the package comment.
-type ReportFunc func(servicemap.Problem)

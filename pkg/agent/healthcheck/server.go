@@ -23,6 +23,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/socklb/socklb/pkg/logkey"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -77,7 +78,7 @@ func (s *Server) Sync(checks []servicemap.HealthCheck) {
 		if !ok || hc.Port != inst.port || !slices.Equal(hc.Addrs, inst.addrs) {
 			inst.close()
 			delete(s.instances, k)
-			s.Log.Info("closed health check", "service", k.svc.String(), "port", inst.port)
+			s.Log.Info("closed health check", logkey.Service(k.svc), "port", inst.port)
 		}
 	}
 	for k, hc := range want {
@@ -90,12 +91,12 @@ func (s *Server) Sync(checks []servicemap.HealthCheck) {
 				failed[k] = err.Error()
 				if s.failed[k] != err.Error() {
 					s.Log.Error("health check not served: another process (kube-proxy, if it runs beside socklb) holds the port, or the address is gone; retrying at every sync",
-						"service", k.svc.String(), "port", hc.Port, "err", err)
+						logkey.Service(k.svc), "port", hc.Port, "err", err)
 				}
 				continue
 			}
 			s.instances[k] = inst
-			s.Log.Info("serving health check", "service", k.svc.String(), "port", hc.Port, "addrs", fmt.Sprint(hc.Addrs))
+			s.Log.Info("serving health check", logkey.Service(k.svc), "port", hc.Port, "addrs", fmt.Sprint(hc.Addrs))
 		}
 		inst.mu.Lock()
 		inst.endpoints = hc.LocalEndpoints
@@ -132,7 +133,7 @@ func (s *Server) open(k key, hc servicemap.HealthCheck) (*instance, error) {
 		inst.lns = append(inst.lns, ln)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.Log.Error("health check server stopped", "service", k.svc.String(), "addr", ln.Addr().String(), "err", err)
+				s.Log.Error("health check server stopped", logkey.Service(k.svc), "addr", ln.Addr().String(), "err", err)
 			}
 		}()
 	}

@@ -112,7 +112,7 @@ func TestServerAnswersAsKubeProxy(t *testing.T) {
 // beside socklb) is logged once, and tried again at every Sync.
 func TestServerRetriesATakenPort(t *testing.T) {
 	var logs bytes.Buffer
-	s := &Server{Healthy: func() bool { return true }, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	s := &Server{Healthy: func() bool { return true }, Log: slog.New(slog.NewJSONHandler(&logs, nil))}
 	t.Cleanup(s.Close)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -127,7 +127,7 @@ func TestServerRetriesATakenPort(t *testing.T) {
 	if n := strings.Count(logs.String(), "health check not served"); n != 1 {
 		t.Errorf("taken port logged %d times over 3 syncs, want once:\n%s", n, logs.String())
 	}
-	if !strings.Contains(logs.String(), "service=default/web") {
+	if !strings.Contains(logs.String(), `"service":{"name":"web","namespace":"default"}`) {
 		t.Errorf("the log does not name the Service:\n%s", logs.String())
 	}
 	ln.Close()

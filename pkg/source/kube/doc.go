@@ -6,6 +6,6 @@
 // rules again, so the manifests source, which has no selectors, agrees.
 //
 // Problems: failed lists and watches (forbidden, unreachable API server)
-// are reported as servicemap.Problem{Kind: "Watch", Object.Name: resource},
+// are reported as model.Problem{Kind: model.KindWatch, Object.Name: resource},
 // in addition to client-go's own logging; the informers keep retrying.
 package kube

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // TestSourceSelectsAsKubeProxy: the informers ask the API server for what
@@ -18,13 +20,13 @@ import (
 func TestSourceSelectsAsKubeProxy(t *testing.T) {
 	headlessLabelled := service("labelled-headless", map[string]string{corev1.IsHeadlessService: ""}, 80)
 	sliceOfOther := slice("echo-other", "echo")
-	sliceOfOther.Labels[ServiceProxyNameLabel] = "someone-else"
+	sliceOfOther.Labels[model.LabelServiceProxyName] = "someone-else"
 	headlessSlice := slice("echo-headless", "echo")
 	headlessSlice.Labels[corev1.IsHeadlessService] = ""
 	client, _ := newClient(
 		service("echo", nil, 80),
 		headlessLabelled,
-		service("other-proxy", map[string]string{ServiceProxyNameLabel: "someone-else"}, 80),
+		service("other-proxy", map[string]string{model.LabelServiceProxyName: "someone-else"}, 80),
 		slice("echo-1", "echo"), sliceOfOther, headlessSlice,
 		node("n1"),
 	)

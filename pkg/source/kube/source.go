@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/socklb/socklb/pkg/servicemap"
-	"github.com/socklb/socklb/pkg/source"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,11 +20,10 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
-)
 
-// ServiceProxyNameLabel marks Services that another proxy implements;
-// kube-proxy ignores them, and so do we.
-const ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
+	"github.com/socklb/socklb/pkg/model"
+	"github.com/socklb/socklb/pkg/source"
+)
 
 // The informers select what kube-proxy's do (cmd/kube-proxy/app/server.go,
 // v1.37): Services without the service-proxy-name label and with a
@@ -38,8 +35,8 @@ const ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
 
 // Config configures a kube Source.
 type Config struct {
-	NodeName string            // this node; its Node object is watched
-	Report   source.ReportFunc // receives problems; nil drops them
+	NodeName string           // this node; its Node object is watched
+	Report   model.ReportFunc // receives problems; nil drops them
 }
 
 // Source follows Services, EndpointSlices and this node's Node.
@@ -54,7 +51,7 @@ type Source struct {
 	changes     signal
 
 	reportMu sync.Mutex // Report is never called concurrently
-	reportFn source.ReportFunc
+	reportFn model.ReportFunc
 }
 
 var _ source.Source = (*Source)(nil)
@@ -64,11 +61,11 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("kube source: node name is empty; the agent needs its own node's name")
 	}
-	notProxied, err := labels.NewRequirement(ServiceProxyNameLabel, selection.DoesNotExist, nil)
+	notProxied, err := labels.NewRequirement(model.LabelServiceProxyName, selection.DoesNotExist, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the service-proxy-name selector: %w", err)
 	}
-	notHeadless, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	notHeadless, err := labels.NewRequirement(model.LabelHeadless, selection.DoesNotExist, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the headless selector: %w", err)
 	}
@@ -157,8 +154,8 @@ func (s *Source) Run(ctx context.Context, changed func()) error {
 // Snapshot reads the informer caches, in no particular order. The objects
 // are the caches' own, which informers replace but never modify. Before the
 // caches sync it may be incomplete.
-func (s *Source) Snapshot() servicemap.Input {
-	in := servicemap.Input{NodeName: s.nodeName}
+func (s *Source) Snapshot() model.Input {
+	in := model.Input{NodeName: s.nodeName}
 	// Listers never fail. Selecting again here keeps the result right even
 	// if a server (or a fake clientset) ignored the selector; servicemap
 	// skips clusterIP None itself.
@@ -172,7 +169,7 @@ func (s *Source) Snapshot() servicemap.Input {
 	return in
 }
 
-func (s *Source) report(p servicemap.Problem) {
+func (s *Source) report(p model.Problem) {
 	if s.reportFn == nil {
 		return
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/socklb/socklb/pkg/servicemap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 func service(name string, labels map[string]string, ports ...int32) *corev1.Service {
@@ -102,7 +103,7 @@ func await[T any](t *testing.T, c <-chan T, what string) T {
 // changedTo waits for changed() calls until one leaves a snapshot that
 // satisfies ok. Informers poke after updating their cache, so a change is
 // visible by the call that follows it. Drain calls before making the change.
-func changedTo(t *testing.T, s *Source, calls <-chan struct{}, what string, ok func(servicemap.Input) bool) {
+func changedTo(t *testing.T, s *Source, calls <-chan struct{}, what string, ok func(model.Input) bool) {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
 	for {
@@ -128,7 +129,7 @@ func drain(calls <-chan struct{}) {
 	}
 }
 
-func describe(in servicemap.Input) string {
+func describe(in model.Input) string {
 	var parts []string
 	for _, s := range in.Services {
 		parts = append(parts, fmt.Sprintf("svc %s/%s ports %d", s.Namespace, s.Name, len(s.Spec.Ports)))
@@ -145,7 +146,7 @@ func describe(in servicemap.Input) string {
 func TestSourceFollowsObjects(t *testing.T) {
 	client, watching := newClient(
 		service("echo", nil, 80),
-		service("other-proxy", map[string]string{ServiceProxyNameLabel: "someone-else"}, 80),
+		service("other-proxy", map[string]string{model.LabelServiceProxyName: "someone-else"}, 80),
 		slice("echo-1", "echo"),
 		node("n1"), node("n2"),
 	)
@@ -175,7 +176,7 @@ func TestSourceFollowsObjects(t *testing.T) {
 	if _, err := client.CoreV1().Services("default").Update(ctx, service("echo", nil, 80, 443), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	changedTo(t, s, calls, "the updated Service", func(in servicemap.Input) bool {
+	changedTo(t, s, calls, "the updated Service", func(in model.Input) bool {
 		return len(in.Services) == 1 && len(in.Services[0].Spec.Ports) == 2
 	})
 
@@ -183,13 +184,13 @@ func TestSourceFollowsObjects(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice("echo-2", "echo"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	changedTo(t, s, calls, "the new EndpointSlice", func(in servicemap.Input) bool { return len(in.Slices) == 2 })
+	changedTo(t, s, calls, "the new EndpointSlice", func(in model.Input) bool { return len(in.Slices) == 2 })
 
 	drain(calls)
 	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "echo-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	changedTo(t, s, calls, "the deleted EndpointSlice", func(in servicemap.Input) bool {
+	changedTo(t, s, calls, "the deleted EndpointSlice", func(in model.Input) bool {
 		return len(in.Slices) == 1 && in.Slices[0].Name == "echo-2"
 	})
 
@@ -197,13 +198,13 @@ func TestSourceFollowsObjects(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	changedTo(t, s, calls, "the deleted Node", func(in servicemap.Input) bool { return len(in.Nodes) == 0 })
+	changedTo(t, s, calls, "the deleted Node", func(in model.Input) bool { return len(in.Nodes) == 0 })
 
 	drain(calls)
 	if err := client.CoreV1().Services("default").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	changedTo(t, s, calls, "the deleted Service", func(in servicemap.Input) bool { return len(in.Services) == 0 })
+	changedTo(t, s, calls, "the deleted Service", func(in model.Input) bool { return len(in.Services) == 0 })
 }
 
 // A burst of events while the agent is busy must not queue one rebuild per
@@ -254,9 +255,9 @@ func TestSourceReportsListFailures(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", fmt.Errorf("RBAC says no"))
 	})
 	var mu sync.Mutex
-	var got []servicemap.Problem
+	var got []model.Problem
 	reported := make(chan struct{}, 100)
-	s, err := New(client, Config{NodeName: "n1", Report: func(p servicemap.Problem) {
+	s, err := New(client, Config{NodeName: "n1", Report: func(p model.Problem) {
 		mu.Lock()
 		got = append(got, p)
 		mu.Unlock()

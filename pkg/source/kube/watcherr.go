@@ -5,10 +5,11 @@ import (
 	"errors"
 	"io"
 
-	"github.com/socklb/socklb/pkg/servicemap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // watchErrors reports list and watch failures of one informer. Without it a
@@ -19,7 +20,7 @@ func (s *Source) watchErrors(resource string) cache.WatchErrorHandlerWithContext
 		if routineWatchEnd(err) {
 			return
 		}
-		s.report(servicemap.Problem{Kind: "Watch", Object: types.NamespacedName{Name: resource}, Reason: err.Error()})
+		s.report(model.Problem{Kind: model.KindWatch, Object: types.NamespacedName{Name: resource}, Reason: err.Error()})
 	}
 }
 

@@ -10,22 +10,20 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/socklb/socklb/pkg/servicemap"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // maxFileSize bounds what one file can make the agent hold in memory. Real
 // manifests are far smaller; a runaway file must not take the node down.
 const maxFileSize = 16 << 20
 
-// problemKind is servicemap.Problem.Kind for problems with a file.
-const problemKind = "File"
-
 // dirState remembers what the directory held at its last reads, file by
 // file, so a bad file can fall back to its last good objects.
 type dirState struct {
 	dir    string
-	report func(servicemap.Problem)
+	report func(model.Problem)
 	files  map[string]fileState // by base name
 }
 
@@ -34,9 +32,9 @@ type fileState struct {
 	objs Objects           // of the last good contents
 }
 
-func newDirState(dir string, report func(servicemap.Problem)) *dirState {
+func newDirState(dir string, report func(model.Problem)) *dirState {
 	if report == nil {
-		report = func(servicemap.Problem) {}
+		report = func(model.Problem) {}
 	}
 	return &dirState{dir: dir, report: report, files: map[string]fileState{}}
 }
@@ -106,7 +104,7 @@ func (d *dirState) update(name, path string, data []byte) (changed bool) {
 }
 
 func (d *dirState) fileProblem(path string, err error) {
-	d.report(servicemap.Problem{Kind: problemKind, Object: types.NamespacedName{Name: path}, Reason: err.Error()})
+	d.report(model.Problem{Kind: model.KindFile, Object: types.NamespacedName{Name: path}, Reason: err.Error()})
 }
 
 // isManifest says which directory entries are read; see the package comment.

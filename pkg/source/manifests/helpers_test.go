@@ -7,23 +7,23 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // problems collects reported problems; Report may be called from Run's
 // goroutine while the test reads.
 type problems struct {
 	mu   sync.Mutex
-	list []servicemap.Problem
+	list []model.Problem
 }
 
-func (p *problems) report(pr servicemap.Problem) {
+func (p *problems) report(pr model.Problem) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.list = append(p.list, pr)
 }
 
-func (p *problems) take() []servicemap.Problem {
+func (p *problems) take() []model.Problem {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := p.list
@@ -40,7 +40,7 @@ func writeFile(t *testing.T, dir, name, data string) string {
 	return path
 }
 
-func names(in servicemap.Input) (svcs, eps, nodes []string) {
+func names(in model.Input) (svcs, eps, nodes []string) {
 	for _, s := range in.Services {
 		svcs = append(svcs, s.Namespace+"/"+s.Name)
 	}
@@ -53,7 +53,7 @@ func names(in servicemap.Input) (svcs, eps, nodes []string) {
 	return
 }
 
-func serviceNames(in servicemap.Input) []string {
+func serviceNames(in model.Input) []string {
 	s, _, _ := names(in)
 	return s
 }

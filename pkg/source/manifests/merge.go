@@ -5,27 +5,28 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/socklb/socklb/pkg/servicemap"
-	"github.com/socklb/socklb/pkg/source"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
+	"github.com/socklb/socklb/pkg/source"
 )
 
 // input merges every file's objects into one snapshot with fresh slices.
 // Files are merged in name order and later definitions win, like applying
 // the files one after the other with kubectl.
-func (d *dirState) input(nodeName string) servicemap.Input {
+func (d *dirState) input(nodeName string) model.Input {
 	names := make([]string, 0, len(d.files))
 	for name := range d.files {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 
-	svcs := newMerger[*corev1.Service]("Service", d.report)
-	eps := newMerger[*discoveryv1.EndpointSlice]("EndpointSlice", d.report)
-	nodes := newMerger[*corev1.Node]("Node", d.report)
+	svcs := newMerger[*corev1.Service](model.KindService, d.report)
+	eps := newMerger[*discoveryv1.EndpointSlice](model.KindEndpointSlice, d.report)
+	nodes := newMerger[*corev1.Node](model.KindNode, d.report)
 	for _, name := range names {
 		objs := d.files[name].objs
 		path := filepath.Join(d.dir, name)
@@ -33,7 +34,7 @@ func (d *dirState) input(nodeName string) servicemap.Input {
 		eps.add(path, objs.Slices)
 		nodes.add(path, objs.Nodes)
 	}
-	in := servicemap.Input{
+	in := model.Input{
 		Services: svcs.list(),
 		Slices:   eps.list(),
 		Nodes:    nodes.list(),
@@ -45,13 +46,13 @@ func (d *dirState) input(nodeName string) servicemap.Input {
 
 // merger keeps the last definition of each object and reports the others.
 type merger[T metav1.Object] struct {
-	kind   string
-	report func(servicemap.Problem)
+	kind   model.Kind
+	report func(model.Problem)
 	objs   map[types.NamespacedName]T
 	from   map[types.NamespacedName]string // file that defined it
 }
 
-func newMerger[T metav1.Object](kind string, report func(servicemap.Problem)) *merger[T] {
+func newMerger[T metav1.Object](kind model.Kind, report func(model.Problem)) *merger[T] {
 	return &merger[T]{kind: kind, report: report, objs: map[types.NamespacedName]T{}, from: map[types.NamespacedName]string{}}
 }
 
@@ -63,7 +64,7 @@ func (m *merger[T]) add(path string, objs []T) {
 			if prev == path {
 				where = "twice in " + path
 			}
-			m.report(servicemap.Problem{Kind: m.kind, Object: key, Reason: fmt.Sprintf("defined %s; using the last definition", where)})
+			m.report(model.Problem{Kind: m.kind, Object: key, Reason: fmt.Sprintf("defined %s; using the last definition", where)})
 		}
 		m.objs[key] = o
 		m.from[key] = path

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/socklb/socklb/pkg/servicemap"
+
+	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/source"
 )
 
@@ -28,16 +29,16 @@ const (
 
 // Config configures a manifests Source.
 type Config struct {
-	Dir      string            // the directory to read and watch
-	NodeName string            // copied into every Snapshot
-	Report   source.ReportFunc // receives problems; nil drops them
+	Dir      string           // the directory to read and watch
+	NodeName string           // copied into every Snapshot
+	Report   model.ReportFunc // receives problems; nil drops them
 }
 
 // Source reads a directory of manifests and follows its changes.
 type Source struct {
 	cfg   Config
-	state *dirState                        // owned by Run's goroutine
-	snap  atomic.Pointer[servicemap.Input] // replaced, never modified
+	state *dirState                   // owned by Run's goroutine
+	snap  atomic.Pointer[model.Input] // replaced, never modified
 }
 
 var _ source.Source = (*Source)(nil)
@@ -52,12 +53,12 @@ func New(cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("manifests directory %s: not a directory", cfg.Dir)
 	}
 	s := &Source{cfg: cfg, state: newDirState(cfg.Dir, cfg.Report)}
-	s.snap.Store(&servicemap.Input{NodeName: cfg.NodeName})
+	s.snap.Store(&model.Input{NodeName: cfg.NodeName})
 	return s, nil
 }
 
 // Snapshot returns the objects of the last directory read.
-func (s *Source) Snapshot() servicemap.Input { return *s.snap.Load() }
+func (s *Source) Snapshot() model.Input { return *s.snap.Load() }
 
 // Run watches the directory itself, not its files: editors replace files by
 // renaming a temporary one over them, and ConfigMap volumes swap a "..data"

@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/socklb/socklb/pkg/agent/healthcheck"
+	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/host"
+)
+
+// Config is everything an Agent is built from; cmd fills it from flags.
+type Config struct {
+	Log      *slog.Logger
+	Datapath Applier
+	// Scrape, if set, is read at each scrape for the maps' fill, socket
+	// state and kernel features; *datapath.Datapath is one.
+	Scrape DatapathReader
+	// Pins, if set, is checked every PinCheckInterval (zero: the default).
+	Pins             PinRepairer
+	PinCheckInterval time.Duration
+	// HealthChecks gets the healthCheckNodePort listeners of every sync;
+	// nil: the agent serves them itself (package healthcheck) until Run
+	// returns, as kube-proxy's stop with it.
+	HealthChecks HealthCheckSyncer
+
+	// HealthTimeout is --healthz-timeout: how long a change may wait for a
+	// sync before /healthz fails.
+	HealthTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff of retries after a sync that
+	// failed to program some frontend; zero means the defaults.
+	RetryMin, RetryMax time.Duration
+	// PerServiceMetrics exports the stats map per Service port (with Scrape).
+	PerServiceMetrics bool
+	// Version and Revision label socklb_build_info.
+	Version, Revision string
+
+	// What servicemap needs about the node and the source does not know,
+	// added to every snapshot: --nodeport-addresses (prefixes and the
+	// keyword primary), --external-ip-cidrs, and the interface addresses,
+	// read at every sync so a new address is picked up with the next
+	// change (nil LocalAddresses: host.LocalAddresses).
+	NodePortAddresses []netip.Prefix
+	NodePortPrimary   bool
+	ExternalIPCIDRs   []netip.Prefix
+	LocalAddresses    func() ([]netip.Addr, error)
+}
+
+// DatapathReader is what /metrics reads of the datapath, from the maps it
+// holds: nothing is reopened per scrape.
+type DatapathReader interface {
+	MapUsage() ([]datapath.MapUsage, error)
+	ServiceStats() ([]datapath.ServiceDump, error)
+	SocketStateEvents() (datapath.SocketStateEvents, error)
+	Features() map[datapath.Feature]error
+}
+
+// New builds an Agent with its health, metrics and, unless cfg says
+// otherwise, its per-Service health check server. It touches no kernel
+// state and starts nothing: Run does.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Log == nil || cfg.Datapath == nil {
+		return nil, fmt.Errorf("agent.Config needs Log and Datapath")
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log}
+	if a.cfg.LocalAddresses == nil {
+		a.cfg.LocalAddresses = host.LocalAddresses
+	}
+	a.metrics = newMetrics(a.pendingChanges)
+	a.health = NewHealth(cfg.HealthTimeout)
+	a.health.healthzTotal, a.health.livezTotal = a.metrics.healthzTotal, a.metrics.livezTotal
+	if a.cfg.HealthChecks == nil {
+		hc := &healthcheck.Server{Log: cfg.Log, Healthy: a.alive}
+		a.cfg.HealthChecks, a.closeHealthChecks = hc, hc.Close
+	}
+	if err := a.metrics.setBuildInfo(cfg.Version, cfg.Revision); err != nil {
+		return nil, fmt.Errorf("registering socklb_build_info: %w", err)
+	}
+	if r := cfg.Scrape; r != nil {
+		if err := a.metrics.collectMapPressure(r.MapUsage); err != nil {
+			return nil, fmt.Errorf("registering map pressure metrics: %w", err)
+		}
+		if cfg.PerServiceMetrics {
+			if err := a.metrics.collectServiceStats(r.ServiceStats); err != nil {
+				return nil, fmt.Errorf("registering per-Service connection metrics: %w", err)
+			}
+		}
+		if err := a.metrics.collectSocketState(r.SocketStateEvents); err != nil {
+			return nil, fmt.Errorf("registering socket state metrics: %w", err)
+		}
+		if err := a.metrics.setFeatures(r.Features()); err != nil {
+			return nil, fmt.Errorf("registering kernel feature metrics: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// alive is /livez's verdict, which per-Service health checks follow.
+func (a *Agent) alive() bool {
+	_, st := a.health.Status(false)
+	return st.Healthy
+}
