@@ -158,6 +158,9 @@ func isLoopbackAddr(hostport string) bool {
 // what builds it once the agent, which takes its problems, exists.
 func newSource(f agentFlags) (func(model.ReportFunc) (source.Source, error), error) {
 	if f.manifests != "" {
+		if err := manifests.CheckDir(f.manifests); err != nil {
+			return nil, err
+		}
 		return func(report model.ReportFunc) (source.Source, error) {
 			return manifests.New(manifests.Config{Dir: f.manifests, NodeName: f.nodeName, Report: report})
 		}, nil

@@ -45,12 +45,8 @@ var _ source.Source = (*Source)(nil)
 
 // New checks that cfg.Dir is a directory; reading starts with Run.
 func New(cfg Config) (*Source, error) {
-	fi, err := os.Stat(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("manifests directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("manifests directory %s: not a directory", cfg.Dir)
+	if err := CheckDir(cfg.Dir); err != nil {
+		return nil, err
 	}
 	s := &Source{cfg: cfg, state: newDirState(cfg.Dir, cfg.Report)}
 	s.snap.Store(&model.Input{NodeName: cfg.NodeName})
@@ -132,4 +128,17 @@ func (s *Source) reload(changed func()) {
 func (s *Source) publish() {
 	in := s.state.input(s.cfg.NodeName)
 	s.snap.Store(&in)
+}
+
+// CheckDir says whether dir can be a manifests directory, so the agent can
+// refuse a wrong --manifests before it touches the kernel.
+func CheckDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("manifests directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("manifests directory %s: not a directory", dir)
+	}
+	return nil
 }
