@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 const (

@@ -3,7 +3,7 @@
 // (tests/e2e/tools, `make e2e-tools`), listening on 127.0.0.1 only. The
 // EndpointSlices are made by the real EndpointSlice controller from Pods
 // whose status the test writes (there is no kubelet); the Pods' addresses
-// are network namespaces of a tests/lab lab, and every connection is made
+// are network namespaces of an internal/lab lab, and every connection is made
 // from the lab's client namespace, which has no default route.
 //
 // The agent authenticates with a token of the ServiceAccount in
@@ -31,8 +31,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 // nodeName is the Node the agent runs on and the Pods are bound to.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 type loopOut struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/cluster"
 )
 
 // PauseImage is the sandbox image: the name kubelet v1.37.2 and the e2e

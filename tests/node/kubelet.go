@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/cluster"
 )
 
 // NodeName is the one node's name.

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
 	"github.com/socklb/socklb/tests/node"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/oci"
-	"github.com/socklb/socklb/tests/cluster"
 )
 
 // SocklbImage is the name the overlay gives deploy/'s image.

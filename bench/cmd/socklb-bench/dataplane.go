@@ -24,8 +24,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 type dataplane struct {

@@ -1,6 +1,6 @@
 // Command socklb-bench measures socklb side by side with the real
 // kube-proxy (iptables and nftables modes) and with direct pod IPs, all fed
-// by one real API server (tests/cluster) with the same objects, each
+// by one real API server (internal/cluster) with the same objects, each
 // dataplane in its own netns lab, one after the other. It writes
 // bench/results/<date>.json and latest.json; bench/report turns them into
 // BENCHMARKS.md.
@@ -39,8 +39,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 type config struct {
