@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -17,9 +19,7 @@ func TestMain(m *testing.M) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and cgroups")
-	}
+	testkit.RequireRoot(t, "creates network namespaces and cgroups")
 }
 
 func netnsList(t *testing.T) string {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // nodeName is the Node the agent runs on and the Pods are bound to.
@@ -66,7 +67,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	if root, err = lab.ModuleRoot(); err != nil {
+	if root, err = testkit.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -98,14 +99,11 @@ func run(m *testing.M) int {
 	defer lab.RemoveLabclient()
 
 	if socklbBin = os.Getenv("SOCKLB_E2E_AGENT"); socklbBin == "" {
-		socklbBin = filepath.Join(dir, "socklb")
-		build := exec.Command("go", "build", "-o", socklbBin, "./cmd/socklb")
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building socklb: %v\n%s", err, out)
+		if socklbBin, err = testkit.BuildAgent(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		defer testkit.RemoveAgent()
 	}
 	if _, err := lab.BuildLabclient(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

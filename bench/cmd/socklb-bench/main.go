@@ -40,7 +40,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/socklb/socklb/internal/cluster"
-	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 type config struct {
@@ -170,7 +170,7 @@ func benchMain() error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: network namespaces, a child cgroup, BPF, kube-proxy in a namespace")
 	}
-	root, err := lab.ModuleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -210,12 +210,10 @@ func benchMain() error {
 		os.RemoveAll(dir)
 	}()
 	if cfg.socklb == "" {
-		cfg.socklb = filepath.Join(dir, "socklb")
-		b := exec.Command("go", "build", "-o", cfg.socklb, "./cmd/socklb")
-		b.Dir, b.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := b.CombinedOutput(); err != nil {
-			return fmt.Errorf("building socklb: %v: %s", err, out)
+		if cfg.socklb, err = testkit.BuildAgent(); err != nil {
+			return err
 		}
+		defer testkit.RemoveAgent()
 	}
 	self, err := os.Executable()
 	if err != nil {
