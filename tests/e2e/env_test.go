@@ -234,16 +234,10 @@ func (e *env) deletePod(name string, grace int64) time.Time {
 // the ClusterIP the API server allocated.
 func (e *env) createService(name, app string) (*corev1.Service, time.Time) {
 	e.t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": app},
-			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromString("tcp"), Protocol: corev1.ProtocolTCP},
-				{Name: "dns", Port: 53, TargetPort: intstr.FromString("dns"), Protocol: corev1.ProtocolUDP},
-			},
-		},
-	}
+	http, dns := testkit.ServicePort("http", corev1.ProtocolTCP, 80), testkit.ServicePort("dns", corev1.ProtocolUDP, 53)
+	http.TargetPort, dns.TargetPort = intstr.FromString("tcp"), intstr.FromString("dns")
+	svc := testkit.Service(e.ns+"/"+name, "", http, dns)
+	svc.Spec.Selector = map[string]string{"app": app}
 	at := time.Now()
 	svc, err := cp.Admin.CoreV1().Services(e.ns).Create(e.ctx, svc, metav1.CreateOptions{})
 	if err != nil {
