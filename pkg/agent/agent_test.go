@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -185,34 +186,23 @@ func sumOf(t *testing.T, m *Metrics, name string) float64 {
 }
 
 func service(name, ip string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"},
-		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-		},
-	}
+	s := testkit.Service(name, ip, testkit.ServicePort("http", corev1.ProtocolTCP, 80))
+	s.UID, s.ResourceVersion = types.UID("uid-"+name), "1"
+	return s
 }
 
 func endpointSlice(svc, rv string, trigger time.Time, ips ...string) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "default", Name: svc + "-abcde", UID: types.UID("uid-slice-" + svc), ResourceVersion: rv,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
-	}
+	s := testkit.EndpointSlice(svc+"-abcde", svc, discoveryv1.AddressTypeIPv4,
+		[]discoveryv1.EndpointPort{testkit.EndpointPort("http", corev1.ProtocolTCP, 8080)})
+	s.UID, s.ResourceVersion = types.UID("uid-slice-"+svc), rv
 	if !trigger.IsZero() {
 		s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
 	}
 	for _, ip := range ips {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+		s.Endpoints = append(s.Endpoints, testkit.Endpoint(ip, testkit.Ptr(true), nil, nil))
 	}
 	return s
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func replaceSlice(in *model.Input, s *discoveryv1.EndpointSlice) {
 	for i, old := range in.Slices {

@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -22,25 +18,14 @@ func (nopApplier) Apply(servicemap.State) datapath.ApplyResult { return datapath
 
 func bigSnapshot(n int) model.Input {
 	in := model.Input{NodeName: "node-a"}
-	proto, port, name := corev1.ProtocolTCP, int32(8080), "http"
-	ready := true
 	for i := 0; i < n; i++ {
 		svcName := fmt.Sprintf("svc-%d", i)
-		in.Services = append(in.Services, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svcName, ResourceVersion: "1", UID: "u"},
-			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
-				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
-		})
-		sl := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: svcName + "-abc", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+		in.Services = append(in.Services, service(svcName, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
+		ips := make([]string, 10)
+		for j := range ips {
+			ips[j] = fmt.Sprintf("10.%d.%d.%d", 100+i/65000, (i/250)%250, 10*(i%25)+j)
 		}
-		for j := 0; j < 10; j++ {
-			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+i/65000, (i/250)%250, 10*(i%25)+j)},
-				Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
-		}
-		in.Slices = append(in.Slices, sl)
+		in.Slices = append(in.Slices, endpointSlice(svcName, "1", time.Time{}, ips...))
 	}
 	return in
 }

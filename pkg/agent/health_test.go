@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 const timeout = 10 * time.Second
@@ -158,7 +160,7 @@ func TestLivezIgnoresPersistentProgrammingFailure(t *testing.T) {
 }
 
 func node(mod func(*corev1.Node)) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	n := testkit.Node("node-a", "")
 	if mod != nil {
 		mod(n)
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -44,7 +45,7 @@ func TestAgentSyncsHealthChecks(t *testing.T) {
 	lb.Spec.HealthCheckNodePort = 32000
 	slice := endpointSlice("lb", "1", time.Time{}, "10.0.0.1", "10.0.0.2")
 	for i := range slice.Endpoints {
-		slice.Endpoints[i].NodeName = ptr("node-a")
+		slice.Endpoints[i].NodeName = testkit.Ptr("node-a")
 	}
 	src.set(func(in *model.Input) {
 		in.Services = []*corev1.Service{lb}

@@ -1,18 +1,14 @@
 package datapath
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -26,29 +22,19 @@ const (
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs and pins maps on bpffs (CI runs this as root)")
-	}
+	testkit.RequireRoot(t, "loads BPF programs and pins maps on bpffs")
 }
-
-var pinSeq atomic.Int32
 
 // pinDir is a fresh per-test directory on a bpffs instance of the test's
 // own, so tests never touch the host's /sys/fs/bpf; unmounting it at the
 // end drops anything Cleanup missed.
 func pinDir(t *testing.T) string {
 	t.Helper()
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mounting a bpf filesystem at %s: %v", mnt, err)
-	}
-	dir := filepath.Join(mnt, fmt.Sprintf("socklb-%d", pinSeq.Add(1)))
+	dir := testkit.PrivateBPFFS(t).Path()
+	// Registered after the unmount, so it runs before it.
 	t.Cleanup(func() {
 		if err := Cleanup(dir, false); err != nil {
 			t.Errorf("cleanup of %s: %v", dir, err)
-		}
-		if err := unix.Unmount(mnt, 0); err != nil {
-			t.Errorf("unmounting %s: %v", mnt, err)
 		}
 	})
 	return dir

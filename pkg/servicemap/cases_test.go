@@ -8,9 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/socklb/socklb/pkg/model"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // buildCase is one table case of Build; every table in the package uses it.
@@ -122,10 +123,7 @@ func withNodePort(p corev1.ServicePort, nodePort int32) corev1.ServicePort {
 
 // Endpoint modifiers.
 
-func on(node string, e discoveryv1.Endpoint) discoveryv1.Endpoint {
-	e.NodeName = ptr(node)
-	return e
-}
+var on = testkit.OnNode
 
 func zoneHints(e discoveryv1.Endpoint, zones ...string) discoveryv1.Endpoint {
 	if e.Hints == nil {
@@ -149,17 +147,7 @@ func nodeHints(e discoveryv1.Endpoint, nodes ...string) discoveryv1.Endpoint {
 
 // node builds a Node; zone "" leaves the zone label out. addrs are
 // "Type=address" pairs for status.addresses.
-func node(name, zone string, addrs ...string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if zone != "" {
-		n.Labels = map[string]string{corev1.LabelTopologyZone: zone}
-	}
-	for _, a := range addrs {
-		typ, addr, _ := strings.Cut(a, "=")
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeAddressType(typ), Address: addr})
-	}
-	return n
-}
+var node = testkit.Node
 
 // nodeA is the node most cases run on: node-a in zone-a.
 func nodeA() []*corev1.Node { return []*corev1.Node{node("node-a", "zone-a")} }

@@ -11,31 +11,30 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/model"
 )
 
-// Constructors keep each table case to the one fact it is about.
+// Constructors keep each table case to the one fact it is about; the
+// object builders are the test kit's, under short names.
 
-func ptr[T any](v T) *T { return &v }
+func ptr[T any](v T) *T { return testkit.Ptr(v) }
 
-// svc builds a ClusterIP Service; ips is "v4" or "v4,v6" and goes to
-// spec.clusterIPs (and spec.clusterIP, as the API server keeps them equal).
-func svc(nsName, ips string, ports ...corev1.ServicePort) *corev1.Service {
-	ns, name, _ := strings.Cut(nsName, "/")
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: ports},
-	}
-	if ips != "" {
-		s.Spec.ClusterIPs = strings.Split(ips, ",")
-		s.Spec.ClusterIP = s.Spec.ClusterIPs[0]
-	}
-	return s
-}
+var (
+	svc   = testkit.Service
+	sport = testkit.ServicePort
+	slice = testkit.EndpointSlice
+	eport = testkit.EndpointPort
+	cond  = testkit.Endpoint
+
+	ready                 = testkit.ReadyEndpoint
+	notReady              = testkit.NotReadyEndpoint
+	servingTerminating    = testkit.ServingTerminatingEndpoint
+	terminatingNotServing = testkit.TerminatingNotServingEndpoint
+)
 
 func withType(s *corev1.Service, t corev1.ServiceType) *corev1.Service {
 	s.Spec.Type = t
@@ -50,29 +49,10 @@ func withLabel(s *corev1.Service, k, v string) *corev1.Service {
 	return s
 }
 
-func sport(name string, proto corev1.Protocol, port int32) corev1.ServicePort {
-	return corev1.ServicePort{Name: name, Protocol: proto, Port: port}
-}
-
 // withTargetPort shows that spec.targetPort is never consulted.
 func withTargetPort(p corev1.ServicePort, target int32) corev1.ServicePort {
 	p.TargetPort = intstr.FromInt32(target)
 	return p
-}
-
-// slice builds an EndpointSlice of the Service svcName (empty: no label).
-func slice(nsName, svcName string, at discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-	ns, name, _ := strings.Cut(nsName, "/")
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}},
-		AddressType: at,
-		Ports:       ports,
-		Endpoints:   eps,
-	}
-	if svcName != "" {
-		s.Labels[discoveryv1.LabelServiceName] = svcName
-	}
-	return s
 }
 
 func v4(nsName, svcName string, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
@@ -85,29 +65,7 @@ func v6(nsName, svcName string, ports []discoveryv1.EndpointPort, eps ...discove
 
 func eports(ps ...discoveryv1.EndpointPort) []discoveryv1.EndpointPort { return ps }
 
-func eport(name string, proto corev1.Protocol, port int32) discoveryv1.EndpointPort {
-	return discoveryv1.EndpointPort{Name: ptr(name), Protocol: ptr(proto), Port: ptr(port)}
-}
-
-// cond builds an endpoint with explicit conditions; nil stays nil.
-func cond(addr string, ready, serving, terminating *bool) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{
-		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ready, Serving: serving, Terminating: terminating},
-	}
-}
-
 var yes, no = ptr(true), ptr(false)
-
-// The condition sets the EndpointSlice controller writes.
-func ready(addr string) discoveryv1.Endpoint    { return cond(addr, yes, yes, no) }
-func notReady(addr string) discoveryv1.Endpoint { return cond(addr, no, no, no) }
-func servingTerminating(addr string) discoveryv1.Endpoint {
-	return cond(addr, no, yes, yes)
-}
-func terminatingNotServing(addr string) discoveryv1.Endpoint {
-	return cond(addr, no, no, yes)
-}
 
 // render prints a State one frontend per line, in key order, so a failing
 // case shows the whole picture.

@@ -29,7 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 const (
@@ -115,7 +116,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}
 	// A private bpffs instance: the demo never pins into the host's
 	// /sys/fs/bpf, and unmounting it at the end removes whatever is left.
-	fsys, err := lab.NewBPFFS()
+	fsys, err := testkit.NewBPFFS()
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // TestDeployDryRunServer: the real API server accepts every manifest in
@@ -40,7 +40,7 @@ func readDeploy(t *testing.T) (ds *appsv1.DaemonSet, sa *corev1.ServiceAccount, 
 	mroot := root
 	if mroot == "" {
 		var err error
-		if mroot, err = lab.ModuleRoot(); err != nil {
+		if mroot, err = testkit.ModuleRoot(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,13 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
 )
 
 // env is one test's world: a namespace of the shared API server, a lab
@@ -33,8 +31,8 @@ type env struct {
 	ns      string
 	lab     *lab.Lab
 	cg      *lab.Cgroup
-	fs      *lab.BPFFS
-	agent   *cluster.Proc
+	fs      *testkit.BPFFS
+	agent   *testkit.AgentProcess
 	ready   time.Time // when the agent had finished its first sync
 	logDir  string
 	healthz string // host:port
@@ -93,10 +91,7 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 		} else if denied := deniedLines(b, e.apiRestarted); len(denied) > 0 {
 			t.Errorf("the agent was denied something with the ServiceAccount of deploy/rbac.yaml:\n%s", strings.Join(denied, "\n"))
 		}
-		out, err := exec.Command(socklbBin, "cleanup", "--bpffs-path", e.fs.Path()).CombinedOutput()
-		if err != nil {
-			t.Errorf("socklb cleanup: %v: %s", err, out)
-		}
+		check(t, testkit.CleanupPins(socklbBin, e.fs.Path()))
 		if t.Failed() {
 			t.Logf("agent log (%s):\n%s", e.agent.LogPath, e.agent.Tail(60))
 			if err := cp.Alive(); err != nil {
@@ -119,13 +114,13 @@ func check(t *testing.T, err error) {
 // the test's cgroup and bpffs.
 func (e *env) startAgent() {
 	e.t.Helper()
-	ports, err := cluster.FreePorts(2)
+	ports, err := testkit.FreePorts(2)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.healthz, e.metrics = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	logPath := filepath.Join(e.logDir, "socklb-agent.log")
-	e.agent, err = cluster.StartProc("socklb agent", logPath, socklbBin, "agent",
+	e.agent, err = testkit.StartAgent(socklbBin, logPath,
 		"--kubeconfig", agentKubeconfig,
 		"--node-name", nodeName,
 		"--cgroup-path", e.cg.Path(),
@@ -136,51 +131,25 @@ func (e *env) startAgent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.agent.WaitFor("/healthz", 30*time.Second, func() error {
-		_, _, err := e.get(e.healthz, "/healthz")
-		return err
-	}); err != nil {
-		e.t.Fatal(err)
-	}
 	// The first sync: the informer caches are synced and the sync loop runs.
-	if err := e.agent.WaitFor("the first sync", 30*time.Second, func() error {
-		if v, _ := e.metric("socklb_sync_proxy_rules_last_timestamp_seconds"); v == 0 {
-			return fmt.Errorf("no sync yet")
-		}
-		return nil
-	}); err != nil {
+	if err := e.agent.WaitReady(e.healthz, e.metrics, 30*time.Second); err != nil {
 		e.t.Fatal(err)
 	}
 	e.ready = time.Now()
 }
 
 // get fetches http://addr/path.
-func (e *env) get(addr, path string) (int, string, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
+func (e *env) get(addr, path string) (int, string, error) { return testkit.Get(addr, path) }
 
 // metric returns the value of one sample line of the agent's /metrics,
 // e.g. "socklb_network_programming_duration_seconds_count".
 func (e *env) metric(name string) (float64, bool) {
 	e.t.Helper()
-	code, body, err := e.get(e.metrics, "/metrics")
-	if err != nil || code != 200 {
-		e.t.Fatalf("GET /metrics: %d %v", code, err)
+	body, err := testkit.Scrape(e.metrics)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
+	return testkit.Sample(body, name)
 }
 
 // --- API objects -----------------------------------------------------------
@@ -265,16 +234,10 @@ func (e *env) deletePod(name string, grace int64) time.Time {
 // the ClusterIP the API server allocated.
 func (e *env) createService(name, app string) (*corev1.Service, time.Time) {
 	e.t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": app},
-			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromString("tcp"), Protocol: corev1.ProtocolTCP},
-				{Name: "dns", Port: 53, TargetPort: intstr.FromString("dns"), Protocol: corev1.ProtocolUDP},
-			},
-		},
-	}
+	http, dns := testkit.ServicePort("http", corev1.ProtocolTCP, 80), testkit.ServicePort("dns", corev1.ProtocolUDP, 53)
+	http.TargetPort, dns.TargetPort = intstr.FromString("tcp"), intstr.FromString("dns")
+	svc := testkit.Service(e.ns+"/"+name, "", http, dns)
+	svc.Spec.Selector = map[string]string{"app": app}
 	at := time.Now()
 	svc, err := cp.Admin.CoreV1().Services(e.ns).Create(e.ctx, svc, metav1.CreateOptions{})
 	if err != nil {

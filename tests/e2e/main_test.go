@@ -3,7 +3,7 @@
 // (tests/e2e/tools, `make e2e-tools`), listening on 127.0.0.1 only. The
 // EndpointSlices are made by the real EndpointSlice controller from Pods
 // whose status the test writes (there is no kubelet); the Pods' addresses
-// are network namespaces of a tests/lab lab, and every connection is made
+// are network namespaces of an internal/lab lab, and every connection is made
 // from the lab's client namespace, which has no default route.
 //
 // The agent authenticates with a token of the ServiceAccount in
@@ -27,12 +27,12 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // nodeName is the Node the agent runs on and the Pods are bound to.
@@ -66,7 +66,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	if root, err = lab.ModuleRoot(); err != nil {
+	if root, err = testkit.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -98,14 +98,11 @@ func run(m *testing.M) int {
 	defer lab.RemoveLabclient()
 
 	if socklbBin = os.Getenv("SOCKLB_E2E_AGENT"); socklbBin == "" {
-		socklbBin = filepath.Join(dir, "socklb")
-		build := exec.Command("go", "build", "-o", socklbBin, "./cmd/socklb")
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building socklb: %v\n%s", err, out)
+		if socklbBin, err = testkit.BuildAgent(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		defer testkit.RemoveAgent()
 	}
 	if _, err := lab.BuildLabclient(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -143,8 +140,7 @@ func run(m *testing.M) int {
 func setupCluster(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}}}
-	if _, err := cp.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Admin.CoreV1().Nodes().Create(ctx, testkit.Node(nodeName, ""), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Node %s: %w", nodeName, err)
 	}
 	if out, err := kubectl("apply", "-f", filepath.Join(root, "deploy/rbac.yaml")); err != nil {

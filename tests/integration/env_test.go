@@ -1,22 +1,19 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 var socklbBin string
@@ -28,24 +25,12 @@ func TestMain(m *testing.M) {
 		if os.Geteuid() != 0 {
 			return m.Run() // every test skips and says why
 		}
-		dir, err := os.MkdirTemp("", "socklb-it-")
-		if err != nil {
+		var err error
+		if socklbBin, err = testkit.BuildAgent(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		root, err := lab.ModuleRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		socklbBin = filepath.Join(dir, "socklb")
-		build := exec.Command("go", "build", "-o", socklbBin, "./cmd/socklb")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building socklb: %v\n%s", err, out)
-			return 1
-		}
+		defer testkit.RemoveAgent()
 		defer lab.RemoveLabclient()
 		return m.Run()
 	}()
@@ -58,20 +43,16 @@ type env struct {
 	t         *testing.T
 	lab       *lab.Lab
 	cg        *lab.Cgroup
-	fs        *lab.BPFFS
+	fs        *testkit.BPFFS
 	manifests string
 
-	mu     sync.Mutex
-	agent  *exec.Cmd
-	logs   *bytes.Buffer
-	exited chan struct{}
+	mu    sync.Mutex
+	agent *testkit.AgentProcess
 }
 
 func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, a cgroup and BPF pins (CI runs this as root)")
-	}
+	testkit.RequireRoot(t, "creates network namespaces, a cgroup and BPF pins")
 	e := &env{t: t, manifests: t.TempDir()}
 	w, err := lab.NewWorld(pods...)
 	if err != nil {
@@ -82,10 +63,7 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 	// Registered last, so it runs first: stop the agent, then detach.
 	t.Cleanup(func() {
 		e.stopAgent(syscall.SIGTERM)
-		out, err := exec.Command(socklbBin, "cleanup", "--bpffs-path", e.fs.Path()).CombinedOutput()
-		if err != nil {
-			t.Errorf("socklb cleanup: %v: %s", err, out)
-		}
+		check(t, testkit.CleanupPins(socklbBin, e.fs.Path()))
 		if t.Failed() {
 			t.Logf("agent log:\n%s", e.agentLog())
 		}
@@ -115,7 +93,7 @@ func (e *env) writeManifest(name, body string) {
 
 func (e *env) startAgent(extra ...string) {
 	e.t.Helper()
-	args := append([]string{"agent",
+	args := append([]string{
 		"--manifests", e.manifests,
 		"--node-name", "node-a",
 		"--cgroup-path", e.cg.Path(),
@@ -123,43 +101,30 @@ func (e *env) startAgent(extra ...string) {
 		"--healthz-bind-address", "127.0.0.1:0",
 		"--metrics-bind-address", "127.0.0.1:0",
 	}, extra...)
-	cmd := exec.Command(socklbBin, args...)
-	logs := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &e.mu, w: logs}, &lockedWriter{mu: &e.mu, w: logs}
-	if err := cmd.Start(); err != nil {
+	a, err := testkit.StartAgent(socklbBin, filepath.Join(e.t.TempDir(), "socklb-agent.log"), args...)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	e.mu.Lock()
-	e.agent, e.logs, e.exited = cmd, logs, exited
+	e.agent = a
 	e.mu.Unlock()
+}
+
+// current is the agent started last (a test may restart it).
+func (e *env) current() *testkit.AgentProcess {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.agent
 }
 
 // stopAgent signals the agent and waits for it to exit.
-func (e *env) stopAgent(sig syscall.Signal) {
-	e.mu.Lock()
-	cmd, exited := e.agent, e.exited
-	e.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
+func (e *env) stopAgent(sig syscall.Signal) { e.current().StopWith(sig) }
 
 func (e *env) agentLog() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.logs == nil {
-		return ""
+	if a := e.current(); a != nil {
+		return a.Log()
 	}
-	return e.logs.String()
+	return ""
 }
 
 func (e *env) inspect() string {
@@ -195,37 +160,17 @@ func (e *env) ctx() context.Context {
 	return ctx
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // scrape fetches the agent's /metrics, at the address it logged.
 func (e *env) scrape() string {
 	e.t.Helper()
-	re := regexp.MustCompile(`"serving metrics" addr="([^"]+)"`)
-	m := re.FindStringSubmatch(e.agentLog())
 	// A restarted agent adopts its pins before it serves metrics.
-	for deadline := time.Now().Add(10 * time.Second); m == nil; m = re.FindStringSubmatch(e.agentLog()) {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the agent did not log its metrics address within 10 s:\n%s", e.agentLog())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	resp, err := http.Get("http://" + m[1] + "/metrics")
+	addr, err := e.current().LoggedAddr("metrics", 10*time.Second)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	m, err := testkit.Scrape(addr)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return string(b)
+	return m
 }

@@ -2,29 +2,25 @@ package integration
 
 import (
 	"net/http"
-	"regexp"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // healthCode fetches path (/healthz or /livez) from the agent's health
 // address, as it logged it.
 func (e *env) healthCode(path string) int {
 	e.t.Helper()
-	re := regexp.MustCompile(`"serving health" addr="([^"]+)"`)
-	m := re.FindStringSubmatch(e.agentLog())
-	for deadline := time.Now().Add(10 * time.Second); m == nil; m = re.FindStringSubmatch(e.agentLog()) {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the agent did not log its health address within 10 s:\n%s", e.agentLog())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	resp, err := http.Get("http://" + m[1] + path)
+	addr, err := e.current().LoggedAddr("health", 10*time.Second)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _, err := testkit.Get(addr, path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return code
 }
 
 // TestFullMapIsReadinessNotLiveness: a frontend that never fits keeps every

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 // TestPodOwnLoopbackNodePortUntouched: kube-proxy's localhost NodePorts live

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 // These tests run each kube-proxy rule of servicemap against real sockets.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/lab"
 )
 
 type loopOut struct {
@@ -77,7 +77,7 @@ func TestRestartUnderLoad(t *testing.T) {
 		t.Fatalf("only %d connects in 8 s, want %d: the test did not load the datapath", o.res.OK, minConnects)
 	}
 	select {
-	case <-e.exited:
+	case <-e.current().Exited():
 		t.Fatalf("the new agent exited:\n%s", e.agentLog())
 	default:
 	}

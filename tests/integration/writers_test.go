@@ -1,60 +1,27 @@
 package integration
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // secondAgent starts another agent on e's pin directory and cgroup, as a
 // rolling update's surge pod or a hand-started `socklb agent` would.
-func (e *env) secondAgent(extra ...string) (cmd *exec.Cmd, logs *lockedBuffer, exited chan error) {
+func (e *env) secondAgent(extra ...string) *testkit.AgentProcess {
 	e.t.Helper()
-	args := append([]string{"agent", "--manifests", e.manifests, "--node-name", "node-a",
+	args := append([]string{"--manifests", e.manifests, "--node-name", "node-a",
 		"--cgroup-path", e.cg.Path(), "--bpffs-path", e.fs.Path(),
 		"--healthz-bind-address", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0"}, extra...)
-	cmd = exec.Command(socklbBin, args...)
-	logs = &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	exited = make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	// Before the env's cleanup (registered earlier, so run later) unpins.
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
-	return cmd, logs, exited
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	// Stopped before the env's cleanup (registered earlier, so run later) unpins.
+	return testkit.RunAgent(e.t, socklbBin, args...)
 }
 
 // TestSecondAgentWaitsForTheLock: while one agent serves from a pin
@@ -63,18 +30,18 @@ func (b *lockedBuffer) String() string {
 // gives up after --lock-timeout, and takes over once the first one exits.
 func TestSecondAgentWaitsForTheLock(t *testing.T) {
 	e := startEcho(t)
-	first := e.agent.Process.Pid
+	first := e.current().Pid()
 
-	_, logs, exited := e.secondAgent("--lock-timeout", "1s")
+	second := e.secondAgent("--lock-timeout", "1s")
 	select {
-	case err := <-exited:
-		if err == nil {
-			t.Fatalf("second agent started beside the first:\n%s", logs)
+	case <-second.Exited():
+		if second.ExitErr() == nil {
+			t.Fatalf("second agent started beside the first:\n%s", second.Log())
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("second agent neither served nor gave up within 10 s:\n%s", logs)
+		t.Fatalf("second agent neither served nor gave up within 10 s:\n%s", second.Log())
 	}
-	out := logs.String()
+	out := second.Log()
 	for _, want := range []string{"waiting for another socklb agent", "another socklb agent (pid " + itoa(first), "--lock-timeout"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("second agent's output lacks %q:\n%s", want, out)
@@ -85,23 +52,23 @@ func TestSecondAgentWaitsForTheLock(t *testing.T) {
 	}
 
 	// A patient second agent takes over when the first one exits.
-	_, logs, exited = e.secondAgent("--lock-timeout", "30s")
+	second = e.secondAgent("--lock-timeout", "30s")
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "waiting for another socklb agent") {
+	for !strings.Contains(second.Log(), "waiting for another socklb agent") {
 		if time.Now().After(deadline) {
-			t.Fatalf("second agent did not say it waits:\n%s", logs)
+			t.Fatalf("second agent did not say it waits:\n%s", second.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	e.stopAgent(syscall.SIGTERM)
-	for !strings.Contains(logs.String(), "datapath ready") {
+	for !strings.Contains(second.Log(), "datapath ready") {
 		select {
-		case err := <-exited:
-			t.Fatalf("second agent exited (%v) instead of taking over:\n%s", err, logs)
+		case <-second.Exited():
+			t.Fatalf("second agent exited (%v) instead of taking over:\n%s", second.ExitErr(), second.Log())
 		default:
 		}
 		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatalf("second agent did not take over after the first exited:\n%s", logs)
+			t.Fatalf("second agent did not take over after the first exited:\n%s", second.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -124,7 +91,7 @@ func TestCleanupRefusesWhileAgentRuns(t *testing.T) {
 	if err == nil {
 		t.Fatalf("cleanup succeeded while the agent runs: %s", out)
 	}
-	if !strings.Contains(string(out), "pid "+itoa(e.agent.Process.Pid)) || !strings.Contains(string(out), "--force") {
+	if !strings.Contains(string(out), "pid "+itoa(e.current().Pid())) || !strings.Contains(string(out), "--force") {
 		t.Errorf("cleanup's refusal does not name the agent and --force: %s", out)
 	}
 	if res := tcpN(t, e, e.client(), vip+":80", 5); res.OK != 5 {
@@ -153,8 +120,13 @@ func TestUnpinnedLinkDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitServing(t, e, "after connect4's pin was removed")
-	if !strings.Contains(e.agentLog(), "re-created them") || !strings.Contains(e.agentLog(), "connect4") {
-		t.Errorf("the agent did not log the repair naming the link:\n%s", e.agentLog())
+	// The agent logs a repair after making it: connects may work first.
+	deadline := time.Now().Add(5 * time.Second)
+	for log := e.agentLog(); !strings.Contains(log, "re-created them") || !strings.Contains(log, "connect4"); log = e.agentLog() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not log the repair naming the link within 5 s:\n%s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if m := e.scrape(); !strings.Contains(m, "socklb_pins_repaired_total 1\n") {
 		t.Errorf("socklb_pins_repaired_total:\n%s", grepLines(m, "socklb_pins_repaired"))

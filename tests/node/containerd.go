@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // PauseImage is the sandbox image: the name kubelet v1.37.2 and the e2e
@@ -20,7 +20,7 @@ const PauseImage = "registry.k8s.io/pause:3.10.2"
 type Containerd struct {
 	Dir    string
 	Socket string
-	Proc   *cluster.Proc
+	Proc   *testkit.Proc
 }
 
 // containerdConfig is CRI's configuration. restrict_oom_score_adj: this
@@ -70,7 +70,7 @@ func StartContainerd(dir string) (*Containerd, error) {
 		return nil, err
 	}
 	var err error
-	c.Proc, err = cluster.StartProc("containerd", filepath.Join(dir, "containerd.log"), "containerd", "--config", cfgPath)
+	c.Proc, err = testkit.StartProc("containerd", filepath.Join(dir, "containerd.log"), "containerd", "--config", cfgPath)
 	if err != nil {
 		return nil, err
 	}

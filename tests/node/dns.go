@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/oci"
-	"github.com/socklb/socklb/tests/cluster"
 )
 
 // CoreDNSImage is CoreDNS built from its Go module (tests/e2e/tools/build.sh

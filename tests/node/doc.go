@@ -1,5 +1,5 @@
 // Package node brings up one real Kubernetes node on this machine for
-// `make conformance`: the control plane of tests/cluster plus
+// `make conformance`: the control plane of internal/cluster plus
 // kube-scheduler, Debian's containerd and runc, the CNI bridge, and a
 // kubelet v1.37.2, all built or installed by the project's own scripts.
 //

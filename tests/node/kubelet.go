@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // NodeName is the one node's name.
@@ -56,7 +56,7 @@ protectKernelDefaults: false
 
 // StartKubelet starts kubelet v1.37.2 on containerd's socket, registering
 // the node under NodeName with NodeIP, its pods under cgroup.
-func StartKubelet(tools, dir, kubeconfig, socket, cgroup string) (*cluster.Proc, error) {
+func StartKubelet(tools, dir, kubeconfig, socket, cgroup string) (*testkit.Proc, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "pod-logs"), 0o755); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func StartKubelet(tools, dir, kubeconfig, socket, cgroup string) (*cluster.Proc,
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := cluster.StartProc("kubelet", filepath.Join(dir, "kubelet.log"), filepath.Join(tools, "kubelet"),
+	p, err := testkit.StartProc("kubelet", filepath.Join(dir, "kubelet.log"), filepath.Join(tools, "kubelet"),
 		"--config="+cfgPath,
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(dir, "root"),

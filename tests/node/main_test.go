@@ -15,8 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/tests/node"
 )
 
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	if root, err = lab.ModuleRoot(); err != nil {
+	if root, err = testkit.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1
 	}
@@ -88,16 +89,18 @@ func parent() int {
 		fmt.Fprintf(os.Stderr, "node: finding k8s.io/kubernetes' source for agnhost's files: %v\n", err)
 		return 1
 	}
-	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), AgnhostSource: filepath.Join(strings.TrimSpace(string(k8sDir)), "test", "images", "agnhost"), BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns"),
-		Socklb: filepath.Join(work, "socklb"), Labclient: filepath.Join(work, "labclient")}
-	for out, pkg := range map[string]string{bins.Socklb: "./cmd/socklb", bins.Labclient: "./tests/labclient"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "node: go build %s: %v\n%s", pkg, err, b)
-			return 1
-		}
+	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), AgnhostSource: filepath.Join(strings.TrimSpace(string(k8sDir)), "test", "images", "agnhost"),
+		BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns")}
+	if bins.Socklb, err = testkit.BuildAgent(); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
 	}
+	defer testkit.RemoveAgent()
+	if bins.Labclient, err = lab.BuildLabclient(); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	defer lab.RemoveLabclient()
 	images, err := node.BuildImages(work, rootfs, bins)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node: images:", err)

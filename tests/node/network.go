@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/cluster"
 )
 
 // The node's addresses. They exist only inside the node's network

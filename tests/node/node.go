@@ -11,7 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // NodeBinaries are what a node needs from the tools directory
@@ -25,7 +26,7 @@ type Node struct {
 	Cgroups    *Cgroups
 	CP         *cluster.ControlPlane
 	Containerd *Containerd
-	Kubelet    *cluster.Proc
+	Kubelet    *testkit.Proc
 }
 
 // Start brings the node up inside the namespaces of Setup, imports the
@@ -111,13 +112,13 @@ func (n *Node) LogTails(lines int) string {
 	var b strings.Builder
 	logs, _ := filepath.Glob(filepath.Join(n.Dir, "kubelet", "pod-logs", "*", "*", "*.log"))
 	for _, l := range logs {
-		p := &cluster.Proc{LogPath: l}
+		p := &testkit.Proc{LogPath: l}
 		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", l, p.Tail(lines))
 	}
 	if n.CP != nil {
 		b.WriteString(n.CP.LogTails(lines))
 	}
-	for _, p := range []*cluster.Proc{n.Kubelet, n.containerdProc()} {
+	for _, p := range []*testkit.Proc{n.Kubelet, n.containerdProc()} {
 		if p != nil {
 			fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", p.LogPath, p.Tail(lines))
 		}
@@ -125,7 +126,7 @@ func (n *Node) LogTails(lines int) string {
 	return b.String()
 }
 
-func (n *Node) containerdProc() *cluster.Proc {
+func (n *Node) containerdProc() *testkit.Proc {
 	if n.Containerd == nil {
 		return nil
 	}

@@ -12,8 +12,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/oci"
-	"github.com/socklb/socklb/tests/cluster"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // SocklbImage is the name the overlay gives deploy/'s image.
@@ -117,12 +118,12 @@ func (n *Node) CheckHooks(want bool) error {
 // StartKubeProxy runs the real kube-proxy v1.37.2 in iptables mode, the
 // control of the conformance run, on this node's network namespace. The
 // conntrack flags at 0 leave the machine-wide conntrack table size alone.
-func (n *Node) StartKubeProxy() (*cluster.Proc, error) {
+func (n *Node) StartKubeProxy() (*testkit.Proc, error) {
 	dir := filepath.Join(n.Dir, "kube-proxy")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	p, err := cluster.StartProc("kube-proxy", filepath.Join(dir, "kube-proxy.log"), filepath.Join(n.Tools, "kube-proxy"),
+	p, err := testkit.StartProc("kube-proxy", filepath.Join(dir, "kube-proxy.log"), filepath.Join(n.Tools, "kube-proxy"),
 		"--kubeconfig="+n.CP.AdminKubeconfig,
 		"--proxy-mode=iptables",
 		"--hostname-override="+NodeName,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/tests/labclient/wire"
 	"github.com/socklb/socklb/tests/node"
 )
@@ -56,16 +57,11 @@ func newEcho(t *testing.T, backends int) *echo {
 		_, err := c.ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
-	svc, err := c.Services(e.ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "echo"},
-			Ports: []corev1.ServicePort{
-				{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(9376)},
-				{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(9376)},
-			},
-		},
-	}, metav1.CreateOptions{})
+	tcp, udp := testkit.ServicePort("tcp", corev1.ProtocolTCP, 80), testkit.ServicePort("udp", corev1.ProtocolUDP, 53)
+	tcp.TargetPort, udp.TargetPort = intstr.FromInt32(9376), intstr.FromInt32(9376)
+	echo := testkit.Service(e.ns+"/echo", "", tcp, udp)
+	echo.Spec.Selector = map[string]string{"app": "echo"}
+	svc, err := c.Services(e.ns).Create(ctx, echo, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

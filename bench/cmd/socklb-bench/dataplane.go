@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 type dataplane struct {
@@ -36,9 +36,9 @@ type dataplane struct {
 	lab     *lab.Lab
 	cli     *lab.Client
 	cg      *lab.Cgroup
-	fs      *lab.BPFFS
-	agent   *cluster.Proc // socklb or kube-proxy
-	socat   *cluster.Proc
+	fs      *testkit.BPFFS
+	agent   *testkit.Proc // socklb or kube-proxy
+	socat   *testkit.Proc
 	metrics string // socklb's metrics address
 	client  *clientProc
 	undo    []func() error
@@ -90,7 +90,7 @@ func (d *dataplane) newLab() error {
 func (d *dataplane) serve(ns string, id byte) error {
 	cmd := exec.Command("taskset", "-c", strconv.Itoa(d.cfg.cpu), "ip", "netns", "exec", ns, d.cfg.self, "server", string(id))
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-	p, err := cluster.StartProcCmd("server "+string(id), filepath.Join(d.dir, "server-"+string(id)+".log"), cmd)
+	p, err := testkit.StartProcCmd("server "+string(id), filepath.Join(d.dir, "server-"+string(id)+".log"), cmd)
 	if err != nil {
 		return err
 	}
@@ -164,25 +164,21 @@ func (d *dataplane) startSocklb() (time.Time, error) {
 		return time.Time{}, err
 	}
 	d.push(d.cg.Close)
-	if d.fs, err = lab.NewBPFFS(); err != nil {
+	if d.fs, err = testkit.NewBPFFS(); err != nil {
 		return time.Time{}, err
 	}
 	d.push(d.fs.Close)
-	ports, err := cluster.FreePorts(2)
+	ports, err := testkit.FreePorts(2)
 	if err != nil {
 		return time.Time{}, err
 	}
 	d.metrics = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	// Registered before the agent starts, run after it stopped: detach.
 	d.push(func() error {
-		out, err := exec.Command(d.cfg.socklb, "cleanup", "--bpffs-path", d.fs.Path()).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("socklb cleanup: %v: %s", err, out)
-		}
-		return nil
+		return testkit.CleanupPins(d.cfg.socklb, d.fs.Path())
 	})
 	at := time.Now()
-	d.agent, err = cluster.StartProc("socklb agent", filepath.Join(d.dir, "socklb-agent.log"), d.cfg.socklb, "agent",
+	agent, err := testkit.StartAgent(d.cfg.socklb, filepath.Join(d.dir, "socklb-agent.log"),
 		"--kubeconfig", d.cp.AdminKubeconfig,
 		"--node-name", nodeName,
 		"--cgroup-path", d.cg.Path(),
@@ -193,6 +189,7 @@ func (d *dataplane) startSocklb() (time.Time, error) {
 	if err != nil {
 		return at, err
 	}
+	d.agent = agent.Proc
 	d.push(func() error { d.agent.Stop(10 * time.Second); return nil })
 	return at, nil
 }
@@ -217,7 +214,7 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var err error
-	d.socat, err = cluster.StartProc("socat", filepath.Join(d.dir, "socat.log"), "ip", "netns", "exec", ns,
+	d.socat, err = testkit.StartProc("socat", filepath.Join(d.dir, "socat.log"), "ip", "netns", "exec", ns,
 		"socat", fmt.Sprintf("TCP-LISTEN:%s,bind=127.0.0.1,fork,reuseaddr", port), "EXEC:"+bridge)
 	if err != nil {
 		return time.Time{}, err
@@ -257,7 +254,7 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 		"--v=1",
 	}
 	at := time.Now()
-	d.agent, err = cluster.StartProc("kube-proxy "+d.name, filepath.Join(d.dir, "kube-proxy.log"), "ip", args...)
+	d.agent, err = testkit.StartProc("kube-proxy "+d.name, filepath.Join(d.dir, "kube-proxy.log"), "ip", args...)
 	if err != nil {
 		return at, err
 	}
@@ -317,21 +314,7 @@ func (d *dataplane) programmed() (int, error) {
 }
 
 // metric reads one sample of the socklb agent's /metrics.
-func (d *dataplane) metric(name string) (float64, error) {
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + d.metrics + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /metrics", name)
-}
+func (d *dataplane) metric(name string) (float64, error) { return testkit.Metric(d.metrics, name) }
 
 // usage is the dataplane process's resident set and CPU time (its own and
 // its waited-for children's: kube-proxy's iptables-restore and nft runs).

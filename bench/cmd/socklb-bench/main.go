@@ -1,6 +1,6 @@
 // Command socklb-bench measures socklb side by side with the real
 // kube-proxy (iptables and nftables modes) and with direct pod IPs, all fed
-// by one real API server (tests/cluster) with the same objects, each
+// by one real API server (internal/cluster) with the same objects, each
 // dataplane in its own netns lab, one after the other. It writes
 // bench/results/<date>.json and latest.json; bench/report turns them into
 // BENCHMARKS.md.
@@ -40,8 +40,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/socklb/socklb/tests/cluster"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 type config struct {
@@ -172,7 +172,7 @@ func benchMain() error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: network namespaces, a child cgroup, BPF, kube-proxy in a namespace")
 	}
-	root, err := lab.ModuleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -212,12 +212,10 @@ func benchMain() error {
 		os.RemoveAll(dir)
 	}()
 	if cfg.socklb == "" {
-		cfg.socklb = filepath.Join(dir, "socklb")
-		b := exec.Command("go", "build", "-o", cfg.socklb, "./cmd/socklb")
-		b.Dir, b.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := b.CombinedOutput(); err != nil {
-			return fmt.Errorf("building socklb: %v: %s", err, out)
+		if cfg.socklb, err = testkit.BuildAgent(); err != nil {
+			return err
 		}
+		defer testkit.RemoveAgent()
 	}
 	self, err := os.Executable()
 	if err != nil {

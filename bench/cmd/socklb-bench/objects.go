@@ -20,7 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 const (
@@ -50,41 +51,25 @@ type objects struct {
 }
 
 func slice(name, svc string, ports []discoveryv1.EndpointPort, ips ...string) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, Labels: map[string]string{
-			discoveryv1.LabelServiceName: svc,
-			discoveryv1.LabelManagedBy:   managedBy,
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       ports,
-	}
+	s := testkit.EndpointSlice(benchNS+"/"+name, svc, discoveryv1.AddressTypeIPv4, ports)
+	s.Labels[discoveryv1.LabelManagedBy] = managedBy
 	for _, ip := range ips {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
-			NodeName:   ptr.To(nodeName),
-		})
+		s.Endpoints = append(s.Endpoints, testkit.OnNode(nodeName, testkit.ReadyEndpoint(ip)))
 	}
 	return s
 }
 
 func tcpEP(name string) discoveryv1.EndpointPort {
-	return discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To[int32](tcpPort), Protocol: ptr.To(corev1.ProtocolTCP)}
+	return testkit.EndpointPort(name, corev1.ProtocolTCP, tcpPort)
 }
 
 func service(name string, ports ...corev1.ServicePort) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: ports},
-	}
+	return testkit.Service(benchNS+"/"+name, "", ports...)
 }
 
 // setupObjects creates the Node, the namespace, and the two real Services.
 func setupObjects(ctx context.Context, c kubernetes.Interface) (*objects, error) {
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}},
-	}
-	node, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	node, err := c.CoreV1().Nodes().Create(ctx, testkit.Node(nodeName, ""), metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -106,7 +91,7 @@ func setupObjects(ctx context.Context, c kubernetes.Interface) (*objects, error)
 	o.targetVIP = tgt.Spec.ClusterIP
 	if _, err := c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice("target", "target", []discoveryv1.EndpointPort{
 		tcpEP("http"),
-		{Name: ptr.To("dns"), Port: ptr.To[int32](udpPort), Protocol: ptr.To(corev1.ProtocolUDP)},
+		testkit.EndpointPort("dns", corev1.ProtocolUDP, udpPort),
 	}, targetIP), metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
@@ -159,7 +144,7 @@ func (o *objects) grow(ctx context.Context, total int) error {
 					}
 					err = retry(ctx, func() error {
 						_, err := o.c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, name, []discoveryv1.EndpointPort{
-							{Name: ptr.To(""), Port: ptr.To[int32](tcpPort), Protocol: ptr.To(corev1.ProtocolTCP)},
+							tcpEP(""),
 						}, ips...), metav1.CreateOptions{})
 						return ignoreExists(err)
 					})

@@ -20,29 +20,24 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/model"
 )
 
 func service(name string, labels map[string]string, ports ...int32) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
-		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10"},
-	}
+	s := testkit.Service(name, "10.96.0.10")
+	s.Labels = labels
 	for _, p := range ports {
-		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: p, Protocol: corev1.ProtocolTCP})
+		s.Spec.Ports = append(s.Spec.Ports, testkit.ServicePort("", corev1.ProtocolTCP, p))
 	}
 	return s
 }
 
 func slice(name, svc string) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.11"}}},
-	}
+	return testkit.EndpointSlice(name, svc, discoveryv1.AddressTypeIPv4, nil, testkit.Endpoint("10.244.1.11", nil, nil, nil))
 }
 
-func node(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+func node(name string) *corev1.Node { return testkit.Node(name, "") }
 
 // newClient is a fake clientset that tells when the informers' watches are
 // established: the fake ignores resource versions, so anything written

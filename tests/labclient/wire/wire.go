@@ -1,5 +1,5 @@
 // Package wire holds the JSON shape printed by the labclient binary, shared
-// by the labclient main and by the tests/lab library that parses it.
+// by the labclient main and by the internal/lab library that parses it.
 package wire
 
 // Result is the one JSON object labclient prints on stdout for every

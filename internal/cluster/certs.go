@@ -36,24 +36,12 @@ func NewPKI(dir string, extraIPs ...net.IP) (*PKI, error) {
 		ServerKey: filepath.Join(dir, "apiserver.key"), SAKey: filepath.Join(dir, "sa.key"), SAPub: filepath.Join(dir, "sa.pub"),
 	}
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "socklb-test-ca"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newCert(caTmpl, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -64,19 +52,11 @@ func NewPKI(dir string, extraIPs ...net.IP) (*PKI, error) {
 		IPAddresses: append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(KubernetesServiceIP)}, extraIPs...),
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
+	srv, err := newCert(srvTmpl, ca)
 	if err != nil {
 		return nil, err
 	}
-	srvKeyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		return nil, err
-	}
-	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
-	}
-	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	saKeyDER, saPubDER, err := newSAKey()
 	if err != nil {
 		return nil, err
 	}
@@ -84,16 +64,57 @@ func NewPKI(dir string, extraIPs ...net.IP) (*PKI, error) {
 		path, typ string
 		der       []byte
 	}{
-		{p.CACert, "CERTIFICATE", caDER},
-		{p.ServerCert, "CERTIFICATE", srvDER},
-		{p.ServerKey, "EC PRIVATE KEY", srvKeyDER},
-		{p.SAKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)},
+		{p.CACert, "CERTIFICATE", ca.der},
+		{p.ServerCert, "CERTIFICATE", srv.der},
+		{p.ServerKey, "EC PRIVATE KEY", srv.keyDER},
+		{p.SAKey, "RSA PRIVATE KEY", saKeyDER},
 		{p.SAPub, "PUBLIC KEY", saPubDER},
 	} {
 		if err := writePEM(f.path, f.typ, f.der); err != nil {
 			return nil, err
 		}
 	}
-	p.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	p.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})
 	return p, nil
+}
+
+// keyCert is a P-256 key and its certificate, parsed and in DER.
+type keyCert struct {
+	key    *ecdsa.PrivateKey
+	keyDER []byte
+	cert   *x509.Certificate
+	der    []byte
+}
+
+// newCert makes a key and a certificate of it from tmpl, signed by
+// parent (self-signed when parent is nil).
+func newCert(tmpl *x509.Certificate, parent *keyCert) (*keyCert, error) {
+	kc := &keyCert{}
+	var err error
+	if kc.key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, err
+	}
+	signer, signerKey := tmpl, kc.key
+	if parent != nil {
+		signer, signerKey = parent.cert, parent.key
+	}
+	if kc.der, err = x509.CreateCertificate(rand.Reader, tmpl, signer, &kc.key.PublicKey, signerKey); err != nil {
+		return nil, err
+	}
+	if kc.cert, err = x509.ParseCertificate(kc.der); err != nil {
+		return nil, err
+	}
+	kc.keyDER, err = x509.MarshalECPrivateKey(kc.key)
+	return kc, err
+}
+
+// newSAKey makes the RSA key pair kube-apiserver signs and checks
+// ServiceAccount tokens with.
+func newSAKey() (privDER, pubDER []byte, err error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	pubDER, err = x509.MarshalPKIXPublicKey(&key.PublicKey)
+	return x509.MarshalPKCS1PrivateKey(key), pubDER, err
 }

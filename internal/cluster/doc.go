@@ -2,7 +2,7 @@
 // benchmarks: etcd, kube-apiserver and kube-controller-manager built from
 // their Go modules (tests/e2e/tools, `make e2e-tools`), listening on
 // 127.0.0.1 only, with certificates made on the fly and every process
-// managed by its PID (Proc).
+// managed by its PID (testkit.Proc).
 package cluster
 
 import (

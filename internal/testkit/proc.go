@@ -1,4 +1,4 @@
-package cluster
+package testkit
 
 import (
 	"bytes"
@@ -176,3 +176,17 @@ func FreePorts(n int) ([]int, error) {
 
 // Exited is closed when the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Signal sends sig to the process, by its PID, if it still runs.
+func (p *Proc) Signal(sig os.Signal) error {
+	if !p.Alive() {
+		return nil
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// ExitErr is what Wait returned; meaningful once Exited is closed.
+func (p *Proc) ExitErr() error {
+	<-p.exited
+	return p.waitErr
+}

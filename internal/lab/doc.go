@@ -25,5 +25,6 @@
 // labs in this process); in a client namespace the veth to pod i is "vpod<i>",
 // in a pod namespace the veth to client k is "vcli<k>".
 //
-// This package does not depend on package testing.
+// Nothing here takes a *testing.T: the demo and the benchmark use it as a
+// library. Its private bpffs (World.BPFFS) is the test kit's.
 package lab

@@ -4,19 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/tests/labclient/wire"
 )
 
@@ -41,7 +37,7 @@ const LabclientEnv = "SOCKLB_LABCLIENT"
 // cgroup (no socklb). Returns labclient's stdout; on failure the error
 // carries its stderr. ctx cancellation kills the process.
 func (c *Client) Run(ctx context.Context, cg *Cgroup, args ...string) ([]byte, error) {
-	bin, err := labclientPath()
+	bin, err := labclient.Build()
 	if err != nil {
 		return nil, err
 	}
@@ -113,91 +109,13 @@ func ParseResult(out []byte) (*Result, error) {
 	return &r, nil
 }
 
-// The labclient binary is built once per process into a temporary directory
-// and removed by RemoveLabclient (or left in the OS temp dir if a program
-// exits without calling it: it is a few MB named socklb-labclient-*).
-var build struct {
-	mu   sync.Mutex
-	dir  string
-	path string
-}
-
-func labclientPath() (string, error) {
-	if p := os.Getenv(LabclientEnv); p != "" {
-		return p, nil
-	}
-	build.mu.Lock()
-	defer build.mu.Unlock()
-	if build.path != "" {
-		return build.path, nil
-	}
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "socklb-labclient-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "labclient")
-	cmd := exec.Command(goTool(), "build", "-o", bin, "./tests/labclient")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("build labclient: %w: %s", err, out)
-	}
-	build.dir, build.path = dir, bin
-	return bin, nil
-}
+// labclient is built once per process; LabclientEnv names a prebuilt one.
+var labclient = &testkit.Binary{Pkg: "./tests/labclient", Env: LabclientEnv}
 
 // BuildLabclient builds the labclient binary now (Run otherwise builds it on
 // first use) and returns its path.
-func BuildLabclient() (string, error) { return labclientPath() }
+func BuildLabclient() (string, error) { return labclient.Build() }
 
 // RemoveLabclient deletes the built labclient binary; the next Run rebuilds
 // it. Call it from TestMain or at the end of a program.
-func RemoveLabclient() error {
-	build.mu.Lock()
-	defer build.mu.Unlock()
-	if build.dir == "" {
-		return nil
-	}
-	err := os.RemoveAll(build.dir)
-	build.dir, build.path = "", ""
-	return err
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// ModuleRoot walks up from the working directory to the directory holding
-// go.mod.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if fileExists(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("lab: go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func RemoveLabclient() error { return labclient.Remove() }

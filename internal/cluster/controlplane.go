@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // ServiceCIDR is the API server's --service-cluster-ip-range: ClusterIPs
@@ -58,9 +60,9 @@ const DefaultControllers = "endpointslice-controller,serviceaccount-controller,n
 type ControlPlane struct {
 	Dir                  string // logs, etcd data, certificates
 	Tools                string // where the binaries are
-	Etcd, APIServer, KCM *Proc
-	Scheduler            *Proc  // only with Options.Scheduler
-	Server               string // https://127.0.0.1:port
+	Etcd, APIServer, KCM *testkit.Proc
+	Scheduler            *testkit.Proc // only with Options.Scheduler
+	Server               string        // https://127.0.0.1:port
 	PKI                  *PKI
 	AdminToken           string
 	AdminKubeconfig      string
@@ -104,14 +106,14 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 	if err := os.WriteFile(tokens, []byte(cp.AdminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
 		return cp, err
 	}
-	ports, err := FreePorts(3)
+	ports, err := testkit.FreePorts(3)
 	if err != nil {
 		return cp, err
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 
 	start := time.Now()
-	cp.Etcd, err = StartProc("etcd", filepath.Join(dir, "etcd.log"), filepath.Join(tools, "etcd"),
+	cp.Etcd, err = testkit.StartProc("etcd", filepath.Join(dir, "etcd.log"), filepath.Join(tools, "etcd"),
 		"--name=e2e",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", etcdClient),
@@ -164,7 +166,7 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 		"--v=1",
 	}
 	cp.apiArgs = append(cp.apiArgs, nodeArgs...)
-	cp.APIServer, err = StartProc("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), filepath.Join(tools, "kube-apiserver"), cp.apiArgs...)
+	cp.APIServer, err = testkit.StartProc("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), filepath.Join(tools, "kube-apiserver"), cp.apiArgs...)
 	if err != nil {
 		return cp, err
 	}
@@ -202,7 +204,7 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 		"--secure-port=0",
 		"--v=1",
 	}
-	cp.KCM, err = StartProc("kube-controller-manager", filepath.Join(dir, "kube-controller-manager.log"), filepath.Join(tools, "kube-controller-manager"), cp.kcmArgs...)
+	cp.KCM, err = testkit.StartProc("kube-controller-manager", filepath.Join(dir, "kube-controller-manager.log"), filepath.Join(tools, "kube-controller-manager"), cp.kcmArgs...)
 	if err != nil {
 		return cp, err
 	}
@@ -223,7 +225,7 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 	}
 	Logf("kube-controller-manager (pid %d) running in %s", cp.KCM.Pid(), time.Since(start).Round(time.Millisecond))
 	if o.Scheduler {
-		cp.Scheduler, err = StartProc("kube-scheduler", filepath.Join(dir, "kube-scheduler.log"), filepath.Join(tools, "kube-scheduler"),
+		cp.Scheduler, err = testkit.StartProc("kube-scheduler", filepath.Join(dir, "kube-scheduler.log"), filepath.Join(tools, "kube-scheduler"),
 			"--kubeconfig="+cp.AdminKubeconfig,
 			"--leader-elect=false",
 			"--secure-port=0",
@@ -250,7 +252,7 @@ func (cp *ControlPlane) Stop() {
 
 // Alive returns an error if a control plane process died.
 func (cp *ControlPlane) Alive() error {
-	for _, p := range []*Proc{cp.Etcd, cp.APIServer, cp.KCM, cp.Scheduler} {
+	for _, p := range []*testkit.Proc{cp.Etcd, cp.APIServer, cp.KCM, cp.Scheduler} {
 		if p != nil && !p.Alive() {
 			return p.ExitedErr()
 		}
@@ -261,7 +263,7 @@ func (cp *ControlPlane) Alive() error {
 // LogTails returns the last n lines of each process's log.
 func (cp *ControlPlane) LogTails(n int) string {
 	var b strings.Builder
-	for _, p := range []*Proc{cp.Etcd, cp.APIServer, cp.KCM, cp.Scheduler} {
+	for _, p := range []*testkit.Proc{cp.Etcd, cp.APIServer, cp.KCM, cp.Scheduler} {
 		if p != nil {
 			fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", p.LogPath, p.Tail(n))
 		}

@@ -1,13 +1,17 @@
 package lab
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/socklb/socklb/internal/testkit"
+)
 
 // World is what every agent test needs: a fresh child cgroup for the hooks,
 // a private bpffs for the pins, and a lab of pods with their servers
 // running. Close tears it down in reverse order.
 type World struct {
 	Cgroup *Cgroup
-	BPFFS  *BPFFS
+	BPFFS  *testkit.BPFFS
 	Lab    *Lab
 }
 
@@ -23,7 +27,7 @@ func NewWorld(pods ...PodSpec) (w *World, err error) {
 	if w.Cgroup, err = NewCgroup(); err != nil {
 		return w, err
 	}
-	if w.BPFFS, err = NewBPFFS(); err != nil {
+	if w.BPFFS, err = testkit.NewBPFFS(); err != nil {
 		return w, err
 	}
 	if w.Lab, err = New(Config{Pods: pods}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // StopAPIServer stops kube-apiserver (etcd and the controllers stay), as an
@@ -18,7 +20,7 @@ func (cp *ControlPlane) StopAPIServer() {
 // StartAPIServer starts kube-apiserver again with the same flags, port and
 // etcd, and waits until it is ready.
 func (cp *ControlPlane) StartAPIServer() error {
-	p, err := StartProc("kube-apiserver", filepath.Join(cp.Dir, fmt.Sprintf("kube-apiserver-%d.log", time.Now().UnixNano())),
+	p, err := testkit.StartProc("kube-apiserver", filepath.Join(cp.Dir, fmt.Sprintf("kube-apiserver-%d.log", time.Now().UnixNano())),
 		filepath.Join(cp.Tools, "kube-apiserver"), cp.apiArgs...)
 	if err != nil {
 		return err
@@ -38,7 +40,7 @@ func (cp *ControlPlane) StartAPIServer() error {
 // wait on that.
 func (cp *ControlPlane) RestartControllers() error {
 	cp.KCM.Stop(10 * time.Second)
-	p, err := StartProc("kube-controller-manager", filepath.Join(cp.Dir, fmt.Sprintf("kube-controller-manager-%d.log", time.Now().UnixNano())),
+	p, err := testkit.StartProc("kube-controller-manager", filepath.Join(cp.Dir, fmt.Sprintf("kube-controller-manager-%d.log", time.Now().UnixNano())),
 		filepath.Join(cp.Tools, "kube-controller-manager"), cp.kcmArgs...)
 	if err != nil {
 		return err

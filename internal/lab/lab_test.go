@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -17,9 +19,7 @@ func TestMain(m *testing.M) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and cgroups")
-	}
+	testkit.RequireRoot(t, "creates network namespaces and cgroups")
 }
 
 func netnsList(t *testing.T) string {
@@ -95,10 +95,7 @@ func TestLab(t *testing.T) {
 	cli := l.Client("")
 
 	t.Run("process-in-cgroup", func(t *testing.T) {
-		r, err := cli.Info(ctx, cg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := must(t)(cli.Info(ctx, cg))
 		want := "/" + strings.TrimPrefix(cg.Path(), cg.mount+"/")
 		if r.Cgroup != want {
 			t.Errorf("labclient cgroup = %q, want %q", r.Cgroup, want)
@@ -112,10 +109,7 @@ func TestLab(t *testing.T) {
 	t.Run("tcp-pod-ip", func(t *testing.T) {
 		l.ResetCounts()
 		for _, p := range l.Pods() {
-			r, err := cli.TCP(ctx, cg, p.IP.String()+":8080", 3)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := must(t)(cli.TCP(ctx, cg, p.IP.String()+":8080", 3))
 			if r.Replies[p.Name] != 3 || r.OK != 3 || len(r.Errors) != 0 {
 				t.Errorf("tcp %s: %+v", p.IP, r)
 			}
@@ -135,78 +129,40 @@ func TestLab(t *testing.T) {
 
 	t.Run("tcp-ipv6-pod-ip", func(t *testing.T) {
 		p := l.Pod("pod-b")
-		r, err := cli.TCP(ctx, cg, "["+p.IPv6.String()+"]:8080", 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Replies["pod-b"] != 2 {
-			t.Errorf("tcp6: %+v", r)
-		}
+		r := must(t)(cli.TCP(ctx, cg, "["+p.IPv6.String()+"]:8080", 2))
+		wantReplies(t, "tcp6", r, "pod-b", 2)
 	})
 
 	t.Run("no-route", func(t *testing.T) {
-		r, err := cli.TCP(ctx, cg, "10.96.0.99:80", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Errors["ENETUNREACH"] != 1 {
-			t.Errorf("want ENETUNREACH, got %+v", r)
-		}
-		r, err = cli.TCP(ctx, cg, "[fd00:96::99]:80", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Errors["ENETUNREACH"] != 1 {
-			t.Errorf("IPv6: want ENETUNREACH, got %+v", r)
-		}
-		r, err = cli.UDP(ctx, cg, "10.96.0.99:53", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Errors["ENETUNREACH"] != 1 {
-			t.Errorf("udp: want ENETUNREACH, got %+v", r)
-		}
+		r := must(t)(cli.TCP(ctx, cg, "10.96.0.99:80", 1))
+		wantError(t, "tcp", r, "ENETUNREACH")
+		r = must(t)(cli.TCP(ctx, cg, "[fd00:96::99]:80", 1))
+		wantError(t, "IPv6", r, "ENETUNREACH")
+		r = must(t)(cli.UDP(ctx, cg, "10.96.0.99:53", 1))
+		wantError(t, "udp", r, "ENETUNREACH")
 	})
 
 	t.Run("tcp-refused", func(t *testing.T) {
-		r, err := cli.TCP(ctx, cg, "10.244.1.11:9", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Errors["ECONNREFUSED"] != 1 {
-			t.Errorf("want ECONNREFUSED, got %+v", r)
-		}
+		r := must(t)(cli.TCP(ctx, cg, "10.244.1.11:9", 1))
+		wantError(t, "tcp", r, "ECONNREFUSED")
 	})
 
 	t.Run("udp-pod-ip", func(t *testing.T) {
 		l.ResetCounts()
-		r, err := cli.UDP(ctx, cg, "10.244.1.12:5353", 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Replies["pod-b"] != 4 {
-			t.Errorf("udp: %+v", r)
-		}
+		r := must(t)(cli.UDP(ctx, cg, "10.244.1.12:5353", 4))
+		wantReplies(t, "udp", r, "pod-b", 4)
 		if len(r.Sources) != 1 || r.Sources[0] != "10.244.1.12:5353" {
 			t.Errorf("udp sources %v", r.Sources)
 		}
 		if got := l.Counts("udp")["pod-b"]; got != 4 {
 			t.Errorf("server udp count %d, want 4", got)
 		}
-		r, err = cli.UDPConnected(ctx, cg, "10.244.1.11:5353", 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r = must(t)(cli.UDPConnected(ctx, cg, "10.244.1.11:5353", 2))
 		if r.Replies["pod-a"] != 2 || r.Peer != "10.244.1.11:5353" {
 			t.Errorf("udp-connected: %+v", r)
 		}
-		r, err = cli.UDP(ctx, cg, "[fd00::11]:5353", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Replies["pod-a"] != 1 {
-			t.Errorf("udp6: %+v", r)
-		}
+		r = must(t)(cli.UDP(ctx, cg, "[fd00::11]:5353", 1))
+		wantReplies(t, "udp6", r, "pod-a", 1)
 	})
 
 	t.Run("second-client", func(t *testing.T) {
@@ -215,43 +171,25 @@ func TestLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.ResetCounts()
-		r, err := c2.TCP(ctx, cg, "10.244.1.11:8080", 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Replies["pod-a"] != 2 {
-			t.Errorf("cli2 tcp: %+v", r)
-		}
+		r := must(t)(c2.TCP(ctx, cg, "10.244.1.11:8080", 2))
+		wantReplies(t, "cli2 tcp", r, "pod-a", 2)
 		if got := l.Pod("pod-a").Servers()[0].Peers()[c2.IP]; got != 2 {
 			t.Errorf("pod-a saw %d connections from %s, want 2", got, c2.IP)
 		}
-		r, err = c2.TCP(ctx, cg, "[fd00::12]:8080", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Replies["pod-b"] != 1 {
-			t.Errorf("cli2 tcp6: %+v", r)
-		}
+		r = must(t)(c2.TCP(ctx, cg, "[fd00::12]:8080", 1))
+		wantReplies(t, "cli2 tcp6", r, "pod-b", 1)
 	})
 
 	t.Run("loop", func(t *testing.T) {
-		r, err := cli.Loop(ctx, cg, "10.244.1.11:8080", 300*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := must(t)(cli.Loop(ctx, cg, "10.244.1.11:8080", 300*time.Millisecond))
 		if r.OK == 0 || len(r.Errors) != 0 {
 			t.Errorf("loop: %+v", r)
 		}
 	})
 
 	t.Run("no-cgroup", func(t *testing.T) {
-		r, err := cli.TCP(ctx, nil, "10.244.1.11:8080", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Replies["pod-a"] != 1 {
-			t.Errorf("tcp without cgroup: %+v", r)
-		}
+		r := must(t)(cli.TCP(ctx, nil, "10.244.1.11:8080", 1))
+		wantReplies(t, "tcp without cgroup", r, "pod-a", 1)
 	})
 
 	t.Run("close-cleans-up", func(t *testing.T) {
@@ -351,5 +289,33 @@ func TestNewFailureCleansUp(t *testing.T) {
 	}
 	if after := netnsList(t); after != before {
 		t.Errorf("namespaces changed across a failed New:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// must stops the test when a client run fails to run at all (as opposed to
+// a connection error, which the result counts): must(t)(cli.TCP(...)).
+func must(t *testing.T) func(*Result, error) *Result {
+	return func(r *Result, err error) *Result {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
+
+// wantError checks that r's one attempt failed with errno.
+func wantError(t *testing.T, what string, r *Result, errno string) {
+	t.Helper()
+	if r.Errors[errno] != 1 {
+		t.Errorf("%s: want %s, got %+v", what, errno, r)
+	}
+}
+
+// wantReplies checks that pod answered n of r's attempts.
+func wantReplies(t *testing.T, what string, r *Result, pod string, n int) {
+	t.Helper()
+	if r.Replies[pod] != n {
+		t.Errorf("%s: %+v", what, r)
 	}
 }

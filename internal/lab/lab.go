@@ -247,12 +247,7 @@ func (l *Lab) Pods() []*Pod {
 func (l *Lab) Pod(name string) *Pod {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range l.pods {
-		if p.Name == name {
-			return p
-		}
-	}
-	return nil
+	return named(l.pods, func(p *Pod) string { return p.Name }, name)
 }
 
 // Client returns the client namespace with that name ("" means "cli"), or
@@ -263,9 +258,14 @@ func (l *Lab) Client(name string) *Client {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, c := range l.clients {
-		if c.Name == name {
-			return c
+	return named(l.clients, func(c *Client) string { return c.Name }, name)
+}
+
+// named returns the element of xs called name, or nil.
+func named[T any](xs []*T, nameOf func(*T) string, name string) *T {
+	for _, x := range xs {
+		if nameOf(x) == name {
+			return x
 		}
 	}
 	return nil
