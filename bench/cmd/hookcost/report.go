@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// run is the raw JSON file: everything measured, nothing derived that
+// cannot be derived again from it.
+type run struct {
+	Commit   string       `json:"commit"`
+	Dirty    bool         `json:"dirty"` // uncommitted changes: the commit alone does not say what ran
+	Started  time.Time    `json:"started"`
+	Kernel   string       `json:"kernel"`
+	CPUs     int          `json:"cpus"`
+	LoadAvg  string       `json:"loadavg_at_start"`
+	Rounds   int          `json:"rounds"`
+	Duration string       `json:"tcp_duration_per_round"`
+	Queries  int          `json:"udp_queries_per_round"`
+	Sizes    []sizeResult `json:"sizes"`
+}
+
+type sizeResult struct {
+	Services int `json:"services"`
+	// Hooks sums every socklb round's run_time_ns and run_cnt per program.
+	Hooks  map[string]progStats `json:"hooks"`
+	Rounds []round              `json:"rounds"`
+}
+
+type round struct {
+	Socklb pair `json:"socklb"`
+	Direct pair `json:"direct"`
+}
+
+type pair struct {
+	TCP rate `json:"tcp_connects"`
+	UDP rate `json:"udp_queries"`
+}
+
+type rate struct {
+	OK      int     `json:"ok"`
+	Seconds float64 `json:"seconds"`
+	PerSec  float64 `json:"per_sec"`
+}
+
+func newRun(cfg config) (*run, error) {
+	commit, dirty, err := builtFrom()
+	if err != nil {
+		return nil, err
+	}
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	load, _ := os.ReadFile("/proc/loadavg")
+	return &run{
+		Commit:   commit,
+		Dirty:    dirty,
+		Started:  time.Now().UTC(),
+		Kernel:   unix.ByteSliceToString(u.Release[:]),
+		CPUs:     cpus(),
+		LoadAvg:  strings.TrimSpace(string(load)),
+		Rounds:   cfg.rounds,
+		Duration: cfg.duration.String(),
+		Queries:  cfg.queries,
+	}, nil
+}
+
+// builtFrom is the commit this binary was built from: the BPF objects are
+// embedded in it, so that commit, not the checkout's HEAD, is what runs.
+func builtFrom() (commit string, dirty bool, err error) {
+	bi, ok := debug.ReadBuildInfo()
+	if ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if commit == "" {
+		return "", false, fmt.Errorf("the binary does not say which commit it was built from: " +
+			"build it with `go build` or `go run` inside the socklb git checkout (not -buildvcs=false)")
+	}
+	return commit, dirty, nil
+}
+
+func cpus() int {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		return 0
+	}
+	return set.Count()
+}
+
+// write stores the run as <out>/<date>-<commit>.json and returns the path.
+func (r *run) write(out string) (string, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("%s-%.12s.json", r.Started.Format("20060102T150405Z"), r.Commit)
+	path := filepath.Join(out, name)
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// print shows what the issue asks: ns per call per hook, and socklb over
+// direct for connects/s and UDP req/s (the median of the rounds' ratios;
+// each round measured both back to back).
+func (r *run) print(w io.Writer) {
+	dirty := ""
+	if r.Dirty {
+		dirty = " (dirty)"
+	}
+	fmt.Fprintf(w, "commit %.12s%s, %d rounds, load %s\n", r.Commit, dirty, r.Rounds, r.LoadAvg)
+	for _, s := range r.Sizes {
+		fmt.Fprintf(w, "N=%d\n", s.Services)
+		names := make([]string, 0, len(s.Hooks))
+		for n := range s.Hooks {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			h := s.Hooks[n]
+			if h.RunCount == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d calls)\n", n, float64(h.RunTimeNS)/float64(h.RunCount), h.RunCount)
+		}
+		tcp, udp := s.ratios()
+		fmt.Fprintf(w, "  connects/s socklb/direct %.3f   UDP req/s socklb/direct %.3f\n", tcp, udp)
+	}
+}
+
+func (s sizeResult) ratios() (tcp, udp float64) {
+	var t, u []float64
+	for _, rd := range s.Rounds {
+		t = append(t, rd.Socklb.TCP.PerSec/rd.Direct.TCP.PerSec)
+		u = append(u, rd.Socklb.UDP.PerSec/rd.Direct.UDP.PerSec)
+	}
+	return median(t), median(u)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
