@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -18,7 +17,7 @@ import (
 // cannot be derived again from it.
 type run struct {
 	Commit   string       `json:"commit"`
-	Dirty    bool         `json:"dirty"` // uncommitted changes: the commit alone does not say what ran
+	Dirty    bool         `json:"dirty"` // uncommitted changes under bpf/: the commit alone does not say what ran
 	Started  time.Time    `json:"started"`
 	Kernel   string       `json:"kernel"`
 	CPUs     int          `json:"cpus"`
@@ -53,7 +52,7 @@ type rate struct {
 }
 
 func newRun(cfg config) (*run, error) {
-	commit, dirty, err := builtFrom()
+	commit, dirty, err := measuredCommit()
 	if err != nil {
 		return nil, err
 	}
@@ -71,27 +70,6 @@ func newRun(cfg config) (*run, error) {
 		Duration: cfg.duration.String(),
 		Queries:  cfg.queries,
 	}, nil
-}
-
-// builtFrom is the commit this binary was built from: the BPF objects are
-// embedded in it, so that commit, not the checkout's HEAD, is what runs.
-func builtFrom() (commit string, dirty bool, err error) {
-	bi, ok := debug.ReadBuildInfo()
-	if ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-	}
-	if commit == "" {
-		return "", false, fmt.Errorf("the binary does not say which commit it was built from: " +
-			"build it with `go build` or `go run` inside the socklb git checkout (not -buildvcs=false)")
-	}
-	return commit, dirty, nil
 }
 
 func cpus() int {
