@@ -32,6 +32,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "interleaved rounds per size")
 	dur := flag.Duration("duration", 2*time.Second, "TCP connect loop length per round and dataplane")
 	queries := flag.Int("queries", 10000, "UDP queries per round and dataplane")
+	testRuns := flag.Int("test-runs", 20000, "BPF_PROG_TEST_RUN calls of lb_translate per size")
 	out := flag.String("out", "bench/results/hookcost", "directory for the raw JSON file")
 	flag.Parse()
 
@@ -45,7 +46,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	run, err := measure(ctx, config{sizes: ns, rounds: *rounds, duration: *dur, queries: *queries})
+	run, err := measure(ctx, config{sizes: ns, rounds: *rounds, duration: *dur, queries: *queries, testRuns: *testRuns})
 	if err != nil {
 		fail(err)
 	}

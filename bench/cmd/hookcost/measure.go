@@ -21,6 +21,7 @@ type config struct {
 	rounds   int
 	duration time.Duration
 	queries  int
+	testRuns int
 }
 
 // measure builds one lab, then for each size programs the maps and runs
@@ -80,6 +81,9 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 		fmt.Fprintf(os.Stderr, "hookcost: %d Services programmed in %s\n", n, time.Since(start).Round(time.Millisecond))
 		sz, err := m.size(n)
 		if err != nil {
+			return nil, fmt.Errorf("N=%d: %w", n, err)
+		}
+		if sz.TranslateAlone, err = translateAlone(dp.Maps(), cfg.testRuns); err != nil {
 			return nil, fmt.Errorf("N=%d: %w", n, err)
 		}
 		r.Sizes = append(r.Sizes, *sz)

@@ -31,8 +31,10 @@ type run struct {
 type sizeResult struct {
 	Services int `json:"services"`
 	// Hooks sums every socklb round's run_time_ns and run_cnt per program.
-	Hooks  map[string]progStats `json:"hooks"`
-	Rounds []round              `json:"rounds"`
+	Hooks map[string]progStats `json:"hooks"`
+	// TranslateAlone is lb_translate's SEC("syscall") wrapper, no socket.
+	TranslateAlone progStats `json:"translate_alone"`
+	Rounds         []round   `json:"rounds"`
 }
 
 type round struct {
@@ -116,6 +118,9 @@ func (r *run) print(w io.Writer) {
 				continue
 			}
 			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d calls)\n", n, float64(h.RunTimeNS)/float64(h.RunCount), h.RunCount)
+		}
+		if a := s.TranslateAlone; a.RunCount > 0 {
+			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d test runs: lb_translate without a socket)\n", "translate", float64(a.RunTimeNS)/float64(a.RunCount), a.RunCount)
 		}
 		tcp, udp := s.ratios()
 		fmt.Fprintf(w, "  connects/s socklb/direct %.3f   UDP req/s socklb/direct %.3f\n", tcp, udp)
