@@ -10,6 +10,7 @@
 // network namespace without a default route, pins on a private bpffs.
 //
 //	go run ./bench/cmd/hookcost -sizes 100,100000 -rounds 5 -out bench/results/hookcost
+//	go run ./bench/cmd/hookcost -show bench/results/hookcost/*.json
 //
 // Needs root. Each run writes one raw JSON file named after the commit
 // measured; bench/HOOKCOST.md quotes those files.
@@ -34,7 +35,20 @@ func main() {
 	queries := flag.Int("queries", 10000, "UDP queries per round and dataplane")
 	testRuns := flag.Int("test-runs", 20000, "BPF_PROG_TEST_RUN calls of lb_translate per size")
 	out := flag.String("out", "bench/results/hookcost", "directory for the raw JSON file")
+	show := flag.Bool("show", false, "print the summary of the raw JSON files given as arguments, measure nothing")
 	flag.Parse()
+
+	if *show {
+		for _, f := range flag.Args() {
+			r, err := readRun(f)
+			if err != nil {
+				fail(err)
+			}
+			fmt.Printf("%s:\n", f)
+			r.print(os.Stdout)
+		}
+		return
+	}
 
 	if os.Geteuid() != 0 {
 		fail(fmt.Errorf("needs root: it loads BPF programs, makes network namespaces and a cgroup"))

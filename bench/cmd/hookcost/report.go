@@ -82,6 +82,18 @@ func cpus() int {
 	return set.Count()
 }
 
+func readRun(path string) (*run, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r run
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s is not a hookcost run: %w", path, err)
+	}
+	return &r, nil
+}
+
 // write stores the run as <out>/<date>-<commit>.json and returns the path.
 func (r *run) write(out string) (string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -97,8 +109,9 @@ func (r *run) write(out string) (string, error) {
 }
 
 // print shows what the issue asks: ns per call per hook, and socklb over
-// direct for connects/s and UDP req/s (the median of the rounds' ratios;
-// each round measured both back to back).
+// direct for connects/s and UDP req/s: the median of the rounds' ratios
+// (each round measured both back to back) and, since the machine is shared,
+// the spread of the middle half of them.
 func (r *run) print(w io.Writer) {
 	dirty := ""
 	if r.Dirty {
@@ -123,26 +136,32 @@ func (r *run) print(w io.Writer) {
 			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d test runs: lb_translate without a socket)\n", "translate", float64(a.RunTimeNS)/float64(a.RunCount), a.RunCount)
 		}
 		tcp, udp := s.ratios()
-		fmt.Fprintf(w, "  connects/s socklb/direct %.3f   UDP req/s socklb/direct %.3f\n", tcp, udp)
+		fmt.Fprintf(w, "  connects/s socklb/direct %.3f (middle half of rounds %.3f-%.3f)\n", quantile(tcp, 0.5), quantile(tcp, 0.25), quantile(tcp, 0.75))
+		fmt.Fprintf(w, "  UDP req/s  socklb/direct %.3f (middle half of rounds %.3f-%.3f)\n", quantile(udp, 0.5), quantile(udp, 0.25), quantile(udp, 0.75))
 	}
 }
 
-func (s sizeResult) ratios() (tcp, udp float64) {
+// ratios are each round's socklb over direct, sorted.
+func (s sizeResult) ratios() (tcp, udp []float64) {
 	var t, u []float64
 	for _, rd := range s.Rounds {
 		t = append(t, rd.Socklb.TCP.PerSec/rd.Direct.TCP.PerSec)
 		u = append(u, rd.Socklb.UDP.PerSec/rd.Direct.UDP.PerSec)
 	}
-	return median(t), median(u)
+	sort.Float64s(t)
+	sort.Float64s(u)
+	return t, u
 }
 
-func median(v []float64) float64 {
+// quantile of sorted v, interpolating between neighbours.
+func quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
+	pos := q * float64(len(v)-1)
+	i := int(pos)
+	if i+1 >= len(v) {
+		return v[len(v)-1]
 	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	return v[i] + (pos-float64(i))*(v[i+1]-v[i])
 }
