@@ -102,7 +102,7 @@ type measurer struct {
 // size runs the rounds at one size. Rounds alternate which dataplane goes
 // first, so a load change on the shared machine hits both alike.
 func (m *measurer) size(n int) (*sizeResult, error) {
-	sz := &sizeResult{Services: n, Hooks: map[string]progStats{}}
+	sz := &sizeResult{Services: n, Hooks: map[string]progStats{}, PassHooks: map[string]progStats{}}
 	vip := measuredVIP.String()
 	tcpVIP, udpVIP := vip+":"+strconv.Itoa(vipTCPPort), vip+":"+strconv.Itoa(vipUDPPort)
 	tcpPod := netip.AddrPortFrom(m.pod, lab.DefaultTCPPort).String()
@@ -119,14 +119,15 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 	}
 	for i := 0; i < m.cfg.rounds; i++ {
 		var rd round
-		order := []bool{true, false}
-		if i%2 == 1 {
-			order = []bool{false, true}
-		}
-		for _, viaSocklb := range order {
+		order := []dataplane{viaSocklb, direct, passthrough}
+		order = append(order[i%3:], order[:i%3]...)
+		for _, dpl := range order {
 			cg, tcpAddr, udpAddr := (*lab.Cgroup)(nil), tcpPod, udpPod
-			if viaSocklb {
+			switch dpl {
+			case viaSocklb:
 				cg, tcpAddr, udpAddr = m.w.Cgroup, tcpVIP, udpVIP
+			case passthrough:
+				cg = m.w.Cgroup
 			}
 			before, err := readStats(m.progs)
 			if err != nil {
@@ -144,15 +145,14 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			if viaSocklb {
+			switch dpl {
+			case viaSocklb:
 				rd.Socklb = pair{TCP: tcp, UDP: udp}
-				for name, d := range delta(before, after) {
-					h := sz.Hooks[name]
-					h.RunTimeNS += d.RunTimeNS
-					h.RunCount += d.RunCount
-					sz.Hooks[name] = h
-				}
-			} else {
+				add(sz.Hooks, delta(before, after))
+			case passthrough:
+				rd.Passthrough = pair{TCP: tcp, UDP: udp}
+				add(sz.PassHooks, delta(before, after))
+			default:
 				rd.Direct = pair{TCP: tcp, UDP: udp}
 			}
 		}
@@ -161,6 +161,26 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 		sz.Rounds = append(sz.Rounds, rd)
 	}
 	return sz, nil
+}
+
+// The three ways the client reaches a pod: through the ClusterIP, to the
+// pod IP with no hooks at all, and to the pod IP with the hooks attached
+// (what every pod-to-pod connect in socklb's cgroup pays: a Service miss).
+type dataplane int
+
+const (
+	viaSocklb dataplane = iota
+	direct
+	passthrough
+)
+
+func add(sum, d map[string]progStats) {
+	for name, v := range d {
+		h := sum[name]
+		h.RunTimeNS += v.RunTimeNS
+		h.RunCount += v.RunCount
+		sum[name] = h
+	}
 }
 
 func (m *measurer) tcp(cg *lab.Cgroup, addr string, d time.Duration) (rate, error) {

@@ -17,7 +17,8 @@ import (
 // cannot be derived again from it.
 type run struct {
 	Commit   string       `json:"commit"`
-	Dirty    bool         `json:"dirty"` // uncommitted changes under bpf/: the commit alone does not say what ran
+	BPFTree  string       `json:"bpf_tree,omitempty"` // git tree id of bpf/: the objects measured
+	Dirty    bool         `json:"dirty"`              // uncommitted changes under bpf/: the commit alone does not say what ran
 	Started  time.Time    `json:"started"`
 	Kernel   string       `json:"kernel"`
 	CPUs     int          `json:"cpus"`
@@ -32,14 +33,18 @@ type sizeResult struct {
 	Services int `json:"services"`
 	// Hooks sums every socklb round's run_time_ns and run_cnt per program.
 	Hooks map[string]progStats `json:"hooks"`
+	// PassHooks is the same for connects and datagrams to the pod IP with
+	// the hooks attached: a Service miss.
+	PassHooks map[string]progStats `json:"passthrough_hooks,omitempty"`
 	// TranslateAlone is lb_translate's SEC("syscall") wrapper, no socket.
 	TranslateAlone progStats `json:"translate_alone"`
 	Rounds         []round   `json:"rounds"`
 }
 
 type round struct {
-	Socklb pair `json:"socklb"`
-	Direct pair `json:"direct"`
+	Socklb      pair `json:"socklb"`
+	Direct      pair `json:"direct"`
+	Passthrough pair `json:"passthrough,omitempty"`
 }
 
 type pair struct {
@@ -54,7 +59,7 @@ type rate struct {
 }
 
 func newRun(cfg config) (*run, error) {
-	commit, dirty, err := measuredCommit()
+	commit, bpfTree, dirty, err := measuredCommit()
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +68,7 @@ func newRun(cfg config) (*run, error) {
 	load, _ := os.ReadFile("/proc/loadavg")
 	return &run{
 		Commit:   commit,
+		BPFTree:  bpfTree,
 		Dirty:    dirty,
 		Started:  time.Now().UTC(),
 		Kernel:   unix.ByteSliceToString(u.Release[:]),
@@ -120,24 +126,29 @@ func (r *run) print(w io.Writer) {
 	fmt.Fprintf(w, "commit %.12s%s, %d rounds, load %s\n", r.Commit, dirty, r.Rounds, r.LoadAvg)
 	for _, s := range r.Sizes {
 		fmt.Fprintf(w, "N=%d\n", s.Services)
-		names := make([]string, 0, len(s.Hooks))
-		for n := range s.Hooks {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			h := s.Hooks[n]
-			if h.RunCount == 0 {
-				continue
-			}
-			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d calls)\n", n, float64(h.RunTimeNS)/float64(h.RunCount), h.RunCount)
-		}
+		printHooks(w, "", s.Hooks)
+		printHooks(w, "pod IP, hooks attached: ", s.PassHooks)
 		if a := s.TranslateAlone; a.RunCount > 0 {
 			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d test runs: lb_translate without a socket)\n", "translate", float64(a.RunTimeNS)/float64(a.RunCount), a.RunCount)
 		}
 		tcp, udp := s.ratios()
 		fmt.Fprintf(w, "  connects/s socklb/direct %.3f (middle half of rounds %.3f-%.3f)\n", quantile(tcp, 0.5), quantile(tcp, 0.25), quantile(tcp, 0.75))
 		fmt.Fprintf(w, "  UDP req/s  socklb/direct %.3f (middle half of rounds %.3f-%.3f)\n", quantile(udp, 0.5), quantile(udp, 0.25), quantile(udp, 0.75))
+	}
+}
+
+func printHooks(w io.Writer, what string, hooks map[string]progStats) {
+	names := make([]string, 0, len(hooks))
+	for n := range hooks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h := hooks[n]
+		if h.RunCount == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s%-13s %7.1f ns/call  (%d calls)\n", what, n, float64(h.RunTimeNS)/float64(h.RunCount), h.RunCount)
 	}
 }
 

@@ -43,14 +43,14 @@ func desired(n int, pods []netip.Addr, tcpPort, udpPort uint16) (servicemap.Stat
 		v := first + uint32(i)
 		vip := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 		name := types.NamespacedName{Namespace: "hookcost", Name: fmt.Sprintf("svc-%d", i)}
-		add(s, servicemap.Frontend{Key: servicemap.FrontendKey{Addr: vip, Port: vipTCPPort, Proto: servicemap.TCP},
+		addFrontend(s, servicemap.Frontend{Key: servicemap.FrontendKey{Addr: vip, Port: vipTCPPort, Proto: servicemap.TCP},
 			Service: name, PortName: "tcp", Backends: tcp})
 		if i == 0 {
-			add(s, servicemap.Frontend{Key: servicemap.FrontendKey{Addr: vip, Port: vipUDPPort, Proto: servicemap.UDP},
+			addFrontend(s, servicemap.Frontend{Key: servicemap.FrontendKey{Addr: vip, Port: vipUDPPort, Proto: servicemap.UDP},
 				Service: name, PortName: "udp", Backends: udp})
 		}
 	}
 	return s, nil
 }
 
-func add(s servicemap.State, fe servicemap.Frontend) { s[fe.Key] = fe }
+func addFrontend(s servicemap.State, fe servicemap.Frontend) { s[fe.Key] = fe }
