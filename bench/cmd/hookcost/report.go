@@ -134,6 +134,10 @@ func (r *run) print(w io.Writer) {
 		tcp, udp := s.ratios()
 		fmt.Fprintf(w, "  connects/s socklb/direct %.3f (middle half of rounds %.3f-%.3f)\n", quantile(tcp, 0.5), quantile(tcp, 0.25), quantile(tcp, 0.75))
 		fmt.Fprintf(w, "  UDP req/s  socklb/direct %.3f (middle half of rounds %.3f-%.3f)\n", quantile(udp, 0.5), quantile(udp, 0.25), quantile(udp, 0.75))
+		if pt, pu := s.passRatios(); len(pt) > 0 {
+			fmt.Fprintf(w, "  pod IP, hooks attached/direct: connects/s %.3f (%.3f-%.3f), UDP req/s %.3f (%.3f-%.3f)\n",
+				quantile(pt, 0.5), quantile(pt, 0.25), quantile(pt, 0.75), quantile(pu, 0.5), quantile(pu, 0.25), quantile(pu, 0.75))
+		}
 	}
 }
 
@@ -162,6 +166,21 @@ func (s sizeResult) ratios() (tcp, udp []float64) {
 	sort.Float64s(t)
 	sort.Float64s(u)
 	return t, u
+}
+
+// passRatios are each round's pod-IP-with-hooks over direct, sorted; none
+// for runs made before the tool measured it.
+func (s sizeResult) passRatios() (tcp, udp []float64) {
+	for _, rd := range s.Rounds {
+		if rd.Passthrough.TCP.PerSec == 0 {
+			return nil, nil
+		}
+		tcp = append(tcp, rd.Passthrough.TCP.PerSec/rd.Direct.TCP.PerSec)
+		udp = append(udp, rd.Passthrough.UDP.PerSec/rd.Direct.UDP.PerSec)
+	}
+	sort.Float64s(tcp)
+	sort.Float64s(udp)
+	return tcp, udp
 }
 
 // quantile of sorted v, interpolating between neighbours.
