@@ -36,8 +36,28 @@ struct lb_req {
 	__u8 pad;
 	__u32 backend_id; /* out */
 	__u64 cookie;	  /* test runs only: which test socket's state (hooks use the socket's storage) */
-	__u64 client;	  /* netns cookie: the client for sessionAffinity */
+	__u64 client;	  /* netns cookie: the client for sessionAffinity; 0 until lb_client asks */
 };
+
+/* What lb.h needs from the socket it translates for, defined by the file
+ * that includes it: the hooks read their context, the test wrappers their
+ * request. h is that context. They are asked for only when needed: a
+ * connect that is no Service's, or a Service without sessionAffinity, never
+ * pays for the netns cookie or for allocating socket storage (which every
+ * pod-to-pod connect in the cgroup would otherwise do). */
+static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req);
+/* The socket's state if it has any; lb_sock_state_make creates it. */
+static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req);
+static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req);
+
+/* lb_client is the client's netns cookie, fetched once. A namespace's
+ * cookie is never 0, so 0 means not fetched yet. */
+static __always_inline __u64 lb_client(void *h, struct lb_req *req)
+{
+	if (!req->client)
+		req->client = lb_sock_client(h, req);
+	return req->client;
+}
 
 /* Set at load time by the agent (--socket-lb-hostns-only): translate only
  * for sockets of the host's network namespace, leaving pods to a sidecar
@@ -58,7 +78,7 @@ static __always_inline int lb_skip_netns(__u64 netns_cookie)
  * 127.0.0.1 (and ::1). Returns 0 when the destination is to be left alone.
  * host_netns_cookie 0 means unknown (no SO_NETNS_COOKIE): every namespace
  * is then taken for the host's. */
-static __always_inline int lb_local_key(struct svc_key *key, __u64 client)
+static __always_inline int lb_local_key(struct svc_key *key, void *h, struct lb_req *req)
 {
 	__u32 *w = (__u32 *)key->addr;
 
@@ -69,7 +89,7 @@ static __always_inline int lb_local_key(struct svc_key *key, __u64 client)
 	} else if (w[0] != 0 || w[1] != 0 || w[2] != 0 || w[3] != bpf_htonl(1)) {
 		return 1;
 	}
-	return !host_netns_cookie || client == host_netns_cookie;
+	return !host_netns_cookie || lb_client(h, req) == host_netns_cookie;
 }
 
 static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
@@ -260,13 +280,24 @@ static __always_inline void lb_sock_record(struct sock_state *st, const struct s
 	e->affinity_id = sv->affinity_id;
 }
 
-/* lb_translate picks a backend for req. st is the socket's state (NULL when
- * none could be had): an unconnected UDP socket keeps one backend per
+/* lb_pick returns a slot in [0, count): the high half of rand * count
+ * (Lemire's multiply-shift), as uniform as rand % count (both are off by
+ * at most count / 2^32) without a 64-bit division on every connect. */
+static __always_inline __u32 lb_pick(__u32 count)
+{
+	return (__u32)(((__u64)bpf_get_prandom_u32() * count) >> 32);
+}
+
+/* lb_translate picks a backend for req, the socket being h (see
+ * lb_sock_state_peek). An unconnected UDP socket keeps one backend per
  * Service port while that backend stays in the Service, as one conntrack
  * flow does under kube-proxy (QUIC and DTLS over unconnected sockets rely on
- * it); Cilium keys the same by socket cookie. */
-static __always_inline int lb_translate(struct lb_req *req, struct sock_state *st, enum lb_count what)
+ * it); Cilium keys the same by socket cookie. The socket's state is created
+ * only once a Service is hit: getpeername, recvmsg and the socket iterators
+ * find nothing in it for any other socket anyway. */
+static __always_inline int lb_translate(struct lb_req *req, void *h, enum lb_count what)
 {
+	struct sock_state *st = NULL;
 	struct svc_key key = {};
 	struct svc_value sv = {};
 	struct backend be = {};
@@ -277,8 +308,12 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 	__builtin_memcpy(key.addr, req->addr, sizeof(key.addr));
 	key.port = req->port;
 	key.proto = req->proto;
-	if (!lb_local_key(&key, req->client))
+	if (!lb_local_key(&key, h, req))
 		return LB_PASS;
+	/* Only a datagram reuses the backend its socket kept; a connect
+	 * starts afresh and needs the state only to record into. */
+	if (what == LB_COUNT_DATAGRAM)
+		st = lb_sock_state_peek(h, req);
 
 	for (i = 0; i < LB_MAX_TRIES; i++) {
 		if (!lb_service(&key, &sv))
@@ -291,11 +326,11 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 		from_sock = id;
 		if (!id && sv.affinity_timeout) {
 			now = bpf_ktime_get_ns();
-			id = lb_sticky(&sv, req->client, now, &be);
+			id = lb_sticky(&sv, lb_client(h, req), now, &be);
 		}
 		kept = id;
 		if (!id) {
-			id = lb_slot(&sv, bpf_get_prandom_u32() % sv.count);
+			id = lb_slot(&sv, lb_pick(sv.count));
 			if (!id || !lb_backend(id, &be))
 				continue;
 		}
@@ -309,9 +344,13 @@ static __always_inline int lb_translate(struct lb_req *req, struct sock_state *s
 	if (!found)
 		return LB_REFUSE;
 	if (sv.affinity_timeout && !kept)
-		lb_stick(sv.affinity_id, req->client, &be, now);
-	if (st && !from_sock)
-		lb_sock_record(st, &sv, &be, req);
+		lb_stick(sv.affinity_id, lb_client(h, req), &be, now);
+	if (!from_sock) {
+		if (!st)
+			st = lb_sock_state_make(h, req);
+		if (st)
+			lb_sock_record(st, &sv, &be, req);
+	}
 
 	__builtin_memcpy(req->addr, be.addr, sizeof(req->addr));
 	req->port = be.port;

@@ -33,10 +33,27 @@ static __always_inline void req_from_ctx6(struct lb_req *req, struct bpf_sock_ad
 	req->proto = (__u8)ctx->protocol;
 }
 
-/* sock_state_of returns the socket's state, created on first use. */
-static __always_inline struct sock_state *sock_state_of(struct bpf_sock_addr *ctx)
+/* lb.h's view of the socket: h is the hook's context. */
+
+static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req)
 {
-	struct bpf_sock *sk = ctx->sk;
+	return bpf_get_netns_cookie((struct bpf_sock_addr *)h);
+}
+
+/* The socket's state if socklb ever translated for it: replies to other
+ * sockets cost one lookup and no allocation. */
+static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req)
+{
+	struct bpf_sock *sk = ((struct bpf_sock_addr *)h)->sk;
+
+	if (!sk)
+		return NULL;
+	return bpf_sk_storage_get(&sk_state, sk, 0, 0);
+}
+
+static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req)
+{
+	struct bpf_sock *sk = ((struct bpf_sock_addr *)h)->sk;
 	struct sock_state *st;
 
 	if (!sk)
@@ -45,17 +62,6 @@ static __always_inline struct sock_state *sock_state_of(struct bpf_sock_addr *ct
 	if (!st)
 		lb_event(SOCK_EV_NO_STATE);
 	return st;
-}
-
-/* sock_state_peek returns the socket's state if socklb ever translated for
- * it: replies to other sockets cost one lookup and no allocation. */
-static __always_inline struct sock_state *sock_state_peek(struct bpf_sock_addr *ctx)
-{
-	struct bpf_sock *sk = ctx->sk;
-
-	if (!sk)
-		return NULL;
-	return bpf_sk_storage_get(&sk_state, sk, 0, 0);
 }
 
 /* Set at load time: whether the kernel has bpf_set_retval (Linux 5.18).
@@ -89,11 +95,11 @@ static __always_inline int xlate4(struct bpf_sock_addr *ctx, enum lb_count what)
 	int v;
 
 	req_from_ctx4(&req, ctx);
-	/* Only translation needs the client; replies (revnat) do not. */
-	req.client = bpf_get_netns_cookie(ctx);
-	if (lb_skip_netns(req.client))
+	/* hostns_only is a load-time constant: without it the verifier drops
+	 * the branch and the cookie is fetched only if lb.h asks. */
+	if (hostns_only && lb_skip_netns(lb_client(ctx, &req)))
 		return SYS_PROCEED;
-	v = lb_translate(&req, sock_state_of(ctx), what);
+	v = lb_translate(&req, ctx, what);
 	/* Services of one family have backends of that family; an IPv6
 	 * backend cannot be reached from an AF_INET socket. */
 	if (v == LB_XLATED && addr_is_v4(req.addr)) {
@@ -110,10 +116,9 @@ static __always_inline int xlate6(struct bpf_sock_addr *ctx, enum lb_count what)
 	int v;
 
 	req_from_ctx6(&req, ctx);
-	req.client = bpf_get_netns_cookie(ctx);
-	if (lb_skip_netns(req.client))
+	if (hostns_only && lb_skip_netns(lb_client(ctx, &req)))
 		return SYS_PROCEED;
-	v = lb_translate(&req, sock_state_of(ctx), what);
+	v = lb_translate(&req, ctx, what);
 	if (v == LB_XLATED) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];
@@ -129,7 +134,7 @@ static __always_inline int revnat4(struct bpf_sock_addr *ctx)
 	struct lb_req req = {};
 
 	req_from_ctx4(&req, ctx);
-	if (lb_revnat(&req, sock_state_peek(ctx))) {
+	if (lb_revnat(&req, lb_sock_state_peek(ctx, &req))) {
 		ctx->user_ip4 = addr_to_v4(req.addr);
 		ctx->user_port = req.port;
 	}
@@ -142,7 +147,7 @@ static __always_inline int revnat6(struct bpf_sock_addr *ctx)
 	__u32 *w = (__u32 *)req.addr;
 
 	req_from_ctx6(&req, ctx);
-	if (lb_revnat(&req, sock_state_peek(ctx))) {
+	if (lb_revnat(&req, lb_sock_state_peek(ctx, &req))) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];
 		ctx->user_ip6[2] = w[2];

@@ -51,6 +51,24 @@ static __always_inline struct sock_state *test_sock(__u64 cookie)
 	return bpf_map_lookup_elem(&test_socks, &cookie);
 }
 
+/* lb.h's view of the socket: h is the request itself, which carries the
+ * client and the test socket's cookie. */
+
+static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req)
+{
+	return req->client;
+}
+
+static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req)
+{
+	return bpf_map_lookup_elem(&test_socks, &req->cookie);
+}
+
+static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req)
+{
+	return test_sock(req->cookie);
+}
+
 #define CTX_WORDS (sizeof(struct test_ctx) / sizeof(__u64))
 
 /* The verifier only allows context loads and stores at a constant offset
@@ -90,7 +108,7 @@ static __always_inline void ctx_store(struct test_ctx *ctx, struct test_ctx *src
 		return 0;              \
 	}
 
-TEST_PROG(test_translate_connect, lb_translate(&tc.req, test_sock(tc.req.cookie), LB_COUNT_CONNECT))
-TEST_PROG(test_translate_datagram, lb_translate(&tc.req, test_sock(tc.req.cookie), LB_COUNT_DATAGRAM))
+TEST_PROG(test_translate_connect, lb_translate(&tc.req, &tc.req, LB_COUNT_CONNECT))
+TEST_PROG(test_translate_datagram, lb_translate(&tc.req, &tc.req, LB_COUNT_DATAGRAM))
 TEST_PROG(test_skip_netns, lb_skip_netns(tc.req.client))
 TEST_PROG(test_revnat, lb_revnat(&tc.req, bpf_map_lookup_elem(&test_socks, &tc.req.cookie)))
