@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
-	"github.com/socklb/socklb/tests/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // measuredCommit names the commit whose hooks this binary runs. The BPF
@@ -17,7 +17,7 @@ import (
 // with -buildvcs=false, so the checkout's HEAD is taken only after checking
 // that the checkout's bpf/socklb_bpfel.o is the object embedded here.
 func measuredCommit() (commit, bpfTree string, dirty bool, err error) {
-	root, err := lab.ModuleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		return "", "", false, fmt.Errorf("run hookcost from the socklb checkout: %w", err)
 	}

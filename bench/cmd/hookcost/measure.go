@@ -12,8 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/socklb/socklb/internal/lab"
 	"github.com/socklb/socklb/pkg/datapath"
-	"github.com/socklb/socklb/tests/lab"
 )
 
 type config struct {
