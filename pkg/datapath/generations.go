@@ -1,0 +1,120 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+)
+
+// Maps are pinned per layout: <bpffs>/maps/<version>/<map>, the version
+// from layoutVersion. Agents before versioned pins put them straight into
+// <bpffs>/maps/<map>: that "legacy" generation is migrated like any other.
+const generationPrefix = "v1-"
+
+var generationName = regexp.MustCompile(`^v1-[0-9a-f]{12}$`)
+
+// generation is one set of pinned maps.
+type generation struct {
+	dir    string
+	legacy bool // pins straight in <bpffs>/maps, before versioning
+	mtime  int64
+}
+
+func generationDir(bpffs, version string) string { return filepath.Join(mapsDir(bpffs), version) }
+
+// stateMapNames are the maps socklb pins, by their C names.
+func stateMapNames() ([]string, error) {
+	spec, err := socklbbpf.LoadSocklb()
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded BPF object: %w", err)
+	}
+	var names []string
+	for name := range spec.Maps {
+		if isStateMap(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// generations lists the pinned generations, oldest first: the legacy one,
+// then the versioned directories by age.
+func generations(bpffs string) ([]generation, error) {
+	dir := mapsDir(bpffs)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing pinned maps in %s: %w", dir, err)
+	}
+	names, err := stateMapNames()
+	if err != nil {
+		return nil, err
+	}
+	state := map[string]bool{}
+	for _, n := range names {
+		state[n] = true
+	}
+	var gens []generation
+	legacy := false
+	for _, e := range entries {
+		switch {
+		case e.IsDir() && generationName.MatchString(e.Name()):
+			fi, err := e.Info()
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, e.Name()), err)
+			}
+			gens = append(gens, generation{dir: filepath.Join(dir, e.Name()), mtime: fi.ModTime().UnixNano()})
+		case !e.IsDir() && state[e.Name()]:
+			legacy = true
+		}
+	}
+	sort.Slice(gens, func(i, j int) bool { return gens[i].mtime < gens[j].mtime })
+	if legacy {
+		gens = append([]generation{{dir: dir, legacy: true}}, gens...)
+	}
+	return gens, nil
+}
+
+// PinnedMapsDir is the directory holding the maps the hooks serve from, for
+// readers (`socklb inspect`, bpftool, tests). While an agent migrates to a
+// new layout two generations exist, and the older one still serves.
+func PinnedMapsDir(bpffs string) (string, error) {
+	gens, err := generations(bpffs)
+	if err != nil {
+		return "", err
+	}
+	if len(gens) == 0 {
+		return "", fmt.Errorf("no socklb maps pinned under %s: is the agent running with --bpffs-path %s?", mapsDir(bpffs), bpffs)
+	}
+	return gens[0].dir, nil
+}
+
+// removeGeneration unpins one generation's maps. A map still used by a
+// program, or pinned in another generation too, lives on.
+func removeGeneration(g generation) error {
+	names, err := stateMapNames()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range names {
+		p := filepath.Join(g.dir, name)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
+		}
+	}
+	if !g.legacy {
+		if err := os.Remove(g.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing %s (it holds something socklb did not pin?): %w", g.dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
