@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/tests/lab"
 )
 
@@ -115,6 +116,12 @@ func (e *env) writeManifest(name, body string) {
 
 func (e *env) startAgent(extra ...string) {
 	e.t.Helper()
+	e.startAgentBin(socklbBin, extra...)
+}
+
+// startAgentBin starts the agent from another build of socklb (upgrades).
+func (e *env) startAgentBin(bin string, extra ...string) {
+	e.t.Helper()
 	args := append([]string{"agent",
 		"--manifests", e.manifests,
 		"--node-name", "node-a",
@@ -123,7 +130,7 @@ func (e *env) startAgent(extra ...string) {
 		"--healthz-bind-address", "127.0.0.1:0",
 		"--metrics-bind-address", "127.0.0.1:0",
 	}, extra...)
-	cmd := exec.Command(socklbBin, args...)
+	cmd := exec.Command(bin, args...)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &e.mu, w: logs}, &lockedWriter{mu: &e.mu, w: logs}
 	if err := cmd.Start(); err != nil {
@@ -185,6 +192,16 @@ func (e *env) waitInspect(timeout time.Duration, want ...string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// mapPin is where the map the hooks serve from is pinned.
+func (e *env) mapPin(name string) string {
+	e.t.Helper()
+	dir, err := datapath.PinnedMapsDir(e.fs.Path())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
 }
 
 func (e *env) client() *lab.Client { return e.lab.Client("") }
