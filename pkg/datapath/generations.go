@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
 )
@@ -43,8 +47,8 @@ func stateMapNames() ([]string, error) {
 	return names, nil
 }
 
-// generations lists the pinned generations, oldest first: the legacy one,
-// then the versioned directories by age.
+// generations lists the pinned generations, oldest first by when their
+// maps were pinned.
 func generations(bpffs string) ([]generation, error) {
 	dir := mapsDir(bpffs)
 	entries, err := os.ReadDir(dir)
@@ -67,25 +71,75 @@ func generations(bpffs string) ([]generation, error) {
 	for _, e := range entries {
 		switch {
 		case e.IsDir() && generationName.MatchString(e.Name()):
-			fi, err := e.Info()
-			if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, e.Name()), err)
-			}
-			gens = append(gens, generation{dir: filepath.Join(dir, e.Name()), mtime: fi.ModTime().UnixNano()})
+			gens = append(gens, generation{dir: filepath.Join(dir, e.Name())})
 		case !e.IsDir() && state[e.Name()]:
 			legacy = true
 		}
 	}
-	sort.Slice(gens, func(i, j int) bool { return gens[i].mtime < gens[j].mtime })
 	if legacy {
-		gens = append([]generation{{dir: dir, legacy: true}}, gens...)
+		gens = append(gens, generation{dir: dir, legacy: true})
 	}
+	for i := range gens {
+		gens[i].mtime = pinnedAt(gens[i].dir)
+	}
+	sort.SliceStable(gens, func(i, j int) bool { return gens[i].mtime < gens[j].mtime })
 	return gens, nil
+}
+
+// pinnedAt is when a generation's services map was pinned (bpffs keeps
+// an inode's times), or its directory's time without one.
+func pinnedAt(dir string) int64 {
+	for _, p := range []string{filepath.Join(dir, socklbbpf.SocklbMapServices), dir} {
+		if fi, err := os.Stat(p); err == nil {
+			return fi.ModTime().UnixNano()
+		}
+	}
+	return 0
+}
+
+// serving finds the generation whose maps the pinned connect4 link's
+// program uses: the one the hooks serve from, whatever the pins' ages say.
+func serving(bpffs string, gens []generation) (generation, bool) {
+	l, err := link.LoadPinnedLink(filepath.Join(linksDir(bpffs), "connect4"), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return generation{}, false
+	}
+	defer l.Close()
+	li, err := l.Info()
+	if err != nil {
+		return generation{}, false
+	}
+	prog, err := ebpf.NewProgramFromID(li.Program)
+	if err != nil {
+		return generation{}, false
+	}
+	defer prog.Close()
+	pi, err := prog.Info()
+	if err != nil {
+		return generation{}, false
+	}
+	ids, _ := pi.MapIDs()
+	for _, g := range gens {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(g.dir, socklbbpf.SocklbMapServices), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			continue
+		}
+		info, err := m.Info()
+		m.Close()
+		if err != nil {
+			continue
+		}
+		if id, ok := info.ID(); ok && slices.Contains(ids, id) {
+			return g, true
+		}
+	}
+	return generation{}, false
 }
 
 // PinnedMapsDir is the directory holding the maps the hooks serve from, for
 // readers (`socklb inspect`, bpftool, tests). While an agent migrates to a
-// new layout two generations exist, and the older one still serves.
+// new layout two generations exist, and the older one still serves; with
+// no hooks attached, the oldest is taken.
 func PinnedMapsDir(bpffs string) (string, error) {
 	gens, err := generations(bpffs)
 	if err != nil {
@@ -93,6 +147,9 @@ func PinnedMapsDir(bpffs string) (string, error) {
 	}
 	if len(gens) == 0 {
 		return "", fmt.Errorf("no socklb maps pinned under %s: is the agent running with --bpffs-path %s?", mapsDir(bpffs), bpffs)
+	}
+	if g, ok := serving(bpffs, gens); ok {
+		return g.dir, nil
 	}
 	return gens[0].dir, nil
 }

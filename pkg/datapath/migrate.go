@@ -68,7 +68,12 @@ func prepareMigration(bpffs, newDir string, maps map[string]*ebpf.MapSpec) (*mig
 	if len(m.older) == 0 {
 		return nil, nil
 	}
+	// The generation the hooks serve from holds the state to carry over;
+	// without hooks, the newest.
 	m.from = m.older[len(m.older)-1]
+	if g, ok := serving(bpffs, m.older); ok {
+		m.from = g
+	}
 	// A new directory beside older ones is what a migration that did not
 	// finish left; it may be half filled, so it is built again.
 	if err := removeGeneration(generation{dir: newDir}); err != nil {

@@ -54,6 +54,64 @@ func layoutChangedBin(t *testing.T) string {
 	return layoutBin
 }
 
+// unversionedCommit is the last commit whose agent pins its maps straight
+// under <bpffs>/maps, before layout versions.
+const unversionedCommit = "3342bc3"
+
+// unversionedBin builds the agent of unversionedCommit: the real previous
+// release, not a simulation of it.
+func unversionedBin(t *testing.T) string {
+	t.Helper()
+	root, err := lab.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", "git archive "+unversionedCommit+" | tar -x -C "+src)
+	archive.Dir = root
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Skipf("commit %s (the last agent without versioned pins) is not in this checkout (%v: %s): fetch the full history to run this test", unversionedCommit, err, out)
+	}
+	bin := filepath.Join(filepath.Dir(socklbBin), "socklb-unversioned")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/socklb")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building socklb at %s: %v\n%s", unversionedCommit, err, out)
+	}
+	return bin
+}
+
+// TestUpgradeFromUnversionedPins: an agent of the release before
+// versioned pins serves; the new agent takes its maps over (same layout:
+// the same kernel objects, pinned in a versioned directory) under a
+// connect loop with 0 failed connects, and removes the old pins.
+func TestUpgradeFromUnversionedPins(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, a cgroup and BPF pins (CI runs this as root)")
+	}
+	old := unversionedBin(t)
+	e := newEnv(t, threePods...)
+	e.writeManifest("echo.yaml", serviceYAML("echo", vip, ready("10.244.1.11", "10.244.1.12", "10.244.1.13")...))
+	e.startAgentBin(old)
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.244.1.13:8080")
+	legacy := filepath.Join(e.fs.Path(), "maps")
+	if _, err := os.Stat(filepath.Join(legacy, "services")); err != nil {
+		t.Fatalf("the agent of %s did not pin its maps straight under %s: %v", unversionedCommit, legacy, err)
+	}
+	progs := map[int]bool{}
+	links, _ := os.ReadDir(filepath.Join(e.fs.Path(), "links"))
+	for _, l := range links {
+		var li struct {
+			ProgID int `json:"prog_id"`
+		}
+		if err := bpftoolJSON(&li, "link", "show", "pinned", filepath.Join(e.fs.Path(), "links", l.Name())); err != nil {
+			t.Fatal(err)
+		}
+		progs[li.ProgID] = true
+	}
+	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{"from unversioned pins", socklbBin, nil}})
+}
+
 type upgradeStep struct {
 	name string
 	bin  string
@@ -109,17 +167,33 @@ func TestUpgradeLayoutUnderLoad(t *testing.T) {
 // readable by bpftool, and every pinned link running a program that uses
 // it.
 func upgradeUnderLoad(t *testing.T, e *env, steps []upgradeStep) {
+	upgradeFromUnderLoad(t, e, waitGeneration(t, e, served{}), steps)
+}
+
+func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep) {
 	const loopFor = 16 * time.Second
+	// Built before the clock starts: the first run of labclient builds it.
+	if _, err := lab.BuildLabclient(); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	bg := loop(e, e.client(), vip+":80", loopFor)
-	gen := waitGeneration(t, e, served{})
-	time.Sleep(time.Second)
+	for sum(e.lab.Counts("tcp")) < 100 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the connect loop did not start within 5 s: %v", e.lab.Counts("tcp"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, s := range steps {
 		before := sum(e.lab.Counts("tcp"))
 		e.stopAgent(syscall.SIGTERM)
 		e.startAgentBin(s.bin, s.args...)
 		next := waitGeneration(t, e, gen)
-		t.Logf("%s: generation %s -> %s, %d connects served meanwhile", s.name, filepath.Base(gen.gen), filepath.Base(next.gen), sum(e.lab.Counts("tcp"))-before)
+		served := sum(e.lab.Counts("tcp")) - before
+		t.Logf("%s: generation %s -> %s, %d connects served meanwhile", s.name, filepath.Base(gen.gen), filepath.Base(next.gen), served)
+		if served == 0 {
+			t.Fatalf("%s: no connect was served while the agent was replaced: the loop did not cover it", s.name)
+		}
 		gen = next
 		time.Sleep(500 * time.Millisecond)
 	}
