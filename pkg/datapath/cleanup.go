@@ -29,6 +29,9 @@ func Cleanup(bpffs string, force bool) error {
 		return err
 	}
 	defer lock.release()
+	if _, err := stateMapNames(); err != nil {
+		return err
+	}
 	var errs []error
 	rm := func(path string) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

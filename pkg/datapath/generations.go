@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -31,8 +32,10 @@ type generation struct {
 
 func generationDir(bpffs, version string) string { return filepath.Join(mapsDir(bpffs), version) }
 
-// stateMapNames are the maps socklb pins, by their C names.
-func stateMapNames() ([]string, error) {
+// stateMapNames are the maps socklb pins, by their C names. Parsed once:
+// Cleanup must remove pins back to back, with no ELF parsing between them
+// for a running agent's pin repair to slip into.
+var stateMapNames = sync.OnceValues(func() ([]string, error) {
 	spec, err := socklbbpf.LoadSocklb()
 	if err != nil {
 		return nil, fmt.Errorf("reading embedded BPF object: %w", err)
@@ -45,7 +48,7 @@ func stateMapNames() ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
-}
+})
 
 // generations lists the pinned generations, oldest first by when their
 // maps were pinned.
