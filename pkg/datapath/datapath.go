@@ -36,6 +36,7 @@ type Datapath struct {
 	// waits, or why dropping the old generation failed.
 	pending    *migration
 	pendingErr error
+	migration  string                               // what Open migrated, for the agent's log
 	refs       map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
 }
 
@@ -80,6 +81,9 @@ func Open(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("adopting pinned state under %s: %w", cfg.BPFFSPath, err)
 	}
+	if mig != nil {
+		d.migration = mig.String(pinDir)
+	}
 	if mig != nil && mig.refill && cfg.CgroupPath != "" && linksPinned(cfg.BPFFSPath) {
 		// The new maps are empty: the pinned links keep the old programs
 		// until the first Apply has filled them (finishMigration).
@@ -108,6 +112,10 @@ func Open(cfg Config) (*Datapath, error) {
 	}
 	return d, nil
 }
+
+// Migration describes the move from maps of another layout or size that
+// Open made, or is empty when it adopted or created the maps.
+func (d *Datapath) Migration() string { return d.migration }
 
 // SocketTerminationError says why sockets of removed backends are not
 // destroyed, or nil when they are (or when that was not asked for).

@@ -44,6 +44,15 @@ type migration struct {
 	sources             map[string]*ebpf.Map // copied maps' old selves, closed after the copy
 }
 
+func (m *migration) String(to string) string {
+	switch {
+	case m.refill:
+		return fmt.Sprintf("from %s to %s: kept %v, copied %v, refilled %v; the links switch after the first sync", m.from.dir, to, m.kept, m.copied, m.fresh)
+	default:
+		return fmt.Sprintf("from %s to %s: kept %v, copied %v, new %v", m.from.dir, to, m.kept, m.copied, m.fresh)
+	}
+}
+
 // serviceMaps are the maps Apply fills from the API's state.
 var serviceMaps = []string{
 	socklbbpf.SocklbMapServices, socklbbpf.SocklbMapSlots, socklbbpf.SocklbMapBackends,

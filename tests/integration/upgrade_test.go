@@ -189,6 +189,9 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 		e.stopAgent(syscall.SIGTERM)
 		e.startAgentBin(s.bin, s.args...)
 		next := waitGeneration(t, e, gen)
+		if !strings.Contains(e.agentLog(), "moving to new ones without detaching the hooks") {
+			t.Errorf("%s: the agent did not log its migration:\n%s", s.name, e.agentLog())
+		}
 		served := sum(e.lab.Counts("tcp")) - before
 		t.Logf("%s: generation %s -> %s, %d connects served meanwhile", s.name, filepath.Base(gen.gen), filepath.Base(next.gen), served)
 		if served == 0 {
