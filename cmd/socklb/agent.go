@@ -110,6 +110,9 @@ func runAgent(f agentFlags) error {
 	}
 	log.Info("datapath ready", "cgroup", f.cgroupPath, "bpffs", f.bpffsPath,
 		"adopted_frontends", len(dp.Programmed()), "took", time.Since(start))
+	if m := dp.Migration(); m != "" {
+		log.Info("the pinned maps had another layout or size; moving to new ones without detaching the hooks", "migration", m)
+	}
 
 	a, err := agent.New(agent.Config{
 		Log: log, Datapath: dp, Scrape: dp, Pins: dp, PinCheckInterval: f.pinCheckInterval,

@@ -69,6 +69,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 		res.Upserted++
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
+	d.finishMigration(len(res.Failed) == 0)
 	return res
 }
 

@@ -38,7 +38,7 @@ func TestMountedBPFFSIsPrivate(t *testing.T) {
 func TestPinDirModeChecked(t *testing.T) {
 	requireRoot(t)
 	d := openTest(t, Config{})
-	for _, dir := range []string{d.cfg.BPFFSPath, mapsDir(d.cfg.BPFFSPath)} {
+	for _, dir := range []string{d.cfg.BPFFSPath, mapsDir(d.cfg.BPFFSPath), d.pinDir} {
 		fi, err := os.Stat(dir)
 		if err != nil {
 			t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	socklbbpf "github.com/socklb/socklb/bpf"
 )
 
 // Cleanup removes everything socklb pinned under bpffs. Unpinning a link
@@ -31,6 +29,9 @@ func Cleanup(bpffs string, force bool) error {
 		return err
 	}
 	defer lock.release()
+	if _, err := stateMapNames(); err != nil {
+		return err
+	}
 	var errs []error
 	rm := func(path string) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -40,15 +41,12 @@ func Cleanup(bpffs string, force bool) error {
 	for _, h := range hooks {
 		rm(filepath.Join(linksDir(bpffs), h.name))
 	}
-	spec, err := socklbbpf.LoadSocklb()
+	gens, err := generations(bpffs)
 	if err != nil {
-		return fmt.Errorf("reading embedded BPF object: %w", err)
+		return err
 	}
-	for name := range spec.Maps {
-		if !isStateMap(name) {
-			continue
-		}
-		rm(filepath.Join(mapsDir(bpffs), name))
+	for _, g := range gens {
+		errs = append(errs, removeGeneration(g))
 	}
 	rm(linksDir(bpffs))
 	rm(mapsDir(bpffs))

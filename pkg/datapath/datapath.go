@@ -16,6 +16,8 @@ type Datapath struct {
 	objs *socklbbpf.SocklbObjects
 	t    tables
 	lock *pinLock // held for the Datapath's life: one writer per pin directory
+	// pinDir is the generation directory of this binary's map layout.
+	pinDir string
 
 	mu         sync.Mutex
 	current    map[servicemap.FrontendKey]*Service
@@ -29,7 +31,13 @@ type Datapath struct {
 	// retvalErr says why hooks cannot choose their errno (nil: they can).
 	retvalErr error
 	retired   []socklbbpf.SocktermSockTarget
-	refs      map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
+	// pending is a migration waiting for the first Apply to fill the new
+	// maps before the links switch to them; pendingErr says why it still
+	// waits, or why dropping the old generation failed.
+	pending    *migration
+	pendingErr error
+	migration  string                               // what Open migrated, for the agent's log
+	refs       map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
@@ -52,7 +60,7 @@ func Open(cfg Config) (*Datapath, error) {
 		lock.release()
 		return nil, err
 	}
-	objs, err := loadObjects(cfg, retvalErr == nil)
+	objs, pinDir, mig, err := loadObjects(cfg, retvalErr == nil)
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -61,6 +69,7 @@ func Open(cfg Config) (*Datapath, error) {
 		cfg:        cfg,
 		objs:       objs,
 		lock:       lock,
+		pinDir:     pinDir,
 		t:          tablesOf(&objs.SocklbMaps),
 		svcIDs:     newIDAllocator(cfg.MaxServices),
 		backendIDs: newIDAllocator(cfg.MaxBackends),
@@ -72,11 +81,25 @@ func Open(cfg Config) (*Datapath, error) {
 		d.Close()
 		return nil, fmt.Errorf("adopting pinned state under %s: %w", cfg.BPFFSPath, err)
 	}
-	if cfg.CgroupPath != "" {
-		if err := attachHooks(cfg, &objs.SocklbPrograms); err != nil {
-			d.Close()
-			return nil, err
+	if mig != nil {
+		d.migration = mig.String(pinDir)
+	}
+	if mig != nil && mig.refill && cfg.CgroupPath != "" && linksPinned(cfg.BPFFSPath) {
+		// The new maps are empty: the pinned links keep the old programs
+		// until the first Apply has filled them (finishMigration).
+		d.pending = mig
+	} else {
+		if cfg.CgroupPath != "" {
+			if err := attachHooks(cfg, &objs.SocklbPrograms); err != nil {
+				d.Close()
+				return nil, err
+			}
 		}
+		if mig != nil {
+			d.pendingErr = mig.dropOlder()
+		}
+	}
+	if cfg.CgroupPath != "" {
 		switch {
 		case cfg.TerminateSockets == TerminateNone:
 		case cfg.disabled(FeatureSockDestroy):
@@ -89,6 +112,10 @@ func Open(cfg Config) (*Datapath, error) {
 	}
 	return d, nil
 }
+
+// Migration describes the move from maps of another layout or size that
+// Open made, or is empty when it adopted or created the maps.
+func (d *Datapath) Migration() string { return d.migration }
 
 // SocketTerminationError says why sockets of removed backends are not
 // destroyed, or nil when they are (or when that was not asked for).

@@ -67,6 +67,10 @@ func Dump(bpffs string) ([]ServiceDump, error) {
 }
 
 func openPinnedTables(bpffs string) (tables, func(), error) {
+	dir, err := PinnedMapsDir(bpffs)
+	if err != nil {
+		return tables{}, nil, err
+	}
 	var opened []*ebpf.Map
 	closeAll := func() {
 		for _, m := range opened {
@@ -74,7 +78,7 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 		}
 	}
 	open := func(name string) (*ebpf.Map, error) {
-		path := filepath.Join(mapsDir(bpffs), name)
+		path := filepath.Join(dir, name)
 		m, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: true})
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no socklb map pinned at %s: is the agent running with --bpffs-path %s?", path, bpffs)

@@ -11,19 +11,27 @@ import (
 )
 
 // loadObjects loads the hook programs and creates the maps, or adopts the
-// maps an earlier agent pinned under dir/maps so their state survives.
-func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, error) {
+// maps an earlier agent pinned in this layout's generation directory so
+// their state survives; maps of another layout or size are migrated
+// (migrate.go). It returns the generation directory and the migration in
+// progress, if any.
+func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, string, *migration, error) {
 	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	if err := ensurePinDir(mapsDir(cfg.BPFFSPath)); err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	spec, err := socklbbpf.LoadSocklb()
 	if err != nil {
-		return nil, fmt.Errorf("reading embedded BPF object: %w", err)
+		return nil, "", nil, fmt.Errorf("reading embedded BPF object: %w", err)
 	}
 	applySizes(spec.Maps, cfg)
+	applyTestLayoutChange(spec.Maps)
+	return loadGeneration(cfg, spec, setRetval)
+}
+
+func loadSpec(cfg Config, spec *ebpf.CollectionSpec, dir string, setRetval bool) (*socklbbpf.SocklbObjects, error) {
 	for name, ms := range spec.Maps {
 		// .rodata holds load-time constants, which belong to one program
 		// load, not to the state a restart must keep.
@@ -35,13 +43,14 @@ func loadObjects(cfg Config, setRetval bool) (*socklbbpf.SocklbObjects, error) {
 		return nil, err
 	}
 	var objs socklbbpf.SocklbObjects
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{
-		Maps: ebpf.MapOptions{PinPath: mapsDir(cfg.BPFFSPath)},
+	err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{
+		Maps: ebpf.MapOptions{PinPath: dir},
 	})
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
-		return nil, fmt.Errorf("maps pinned under %s were made with other sizes or an older layout (%w); "+
-			"start with the same --max-* flags, or run `socklb cleanup --bpffs-path %s` and restart (connections to Services fail until the agent has reprogrammed them)",
-			mapsDir(cfg.BPFFSPath), err, cfg.BPFFSPath)
+		// The directory is named after the layout, so only a hand-made
+		// pin gets here.
+		return nil, fmt.Errorf("a map pinned under %s does not have the layout its directory is named after (%w); "+
+			"remove that directory (the agent rebuilds it from the older generation or the API) and restart", dir, err)
 	}
 	if err != nil {
 		var verr *ebpf.VerifierError

@@ -37,19 +37,23 @@ func (d *Datapath) RepairPins() (repaired []string, err error) {
 		d.lock = l
 		repaired = append(repaired, dir)
 	}
-	if err := ensurePinDir(mapsDir(dir)); err != nil {
-		return repaired, err
+	for _, p := range []string{mapsDir(dir), d.pinDir} {
+		if err := ensurePinDir(p); err != nil {
+			return repaired, err
+		}
 	}
-	var errs []error
+	errs := []error{d.pendingErr}
 	for name, m := range stateMaps(&d.objs.SocklbMaps) {
-		pin := filepath.Join(mapsDir(dir), name)
+		pin := filepath.Join(d.pinDir, name)
 		fixed, err := repairMapPin(pin, m)
 		if fixed {
 			repaired = append(repaired, pin)
 		}
 		errs = append(errs, err)
 	}
-	if d.cfg.CgroupPath != "" {
+	// While a migration waits for its first Apply the links rightly run
+	// the older agent's programs.
+	if d.cfg.CgroupPath != "" && d.pending == nil {
 		fixed, err := repairLinks(d.cfg, &d.objs.SocklbPrograms)
 		repaired = append(repaired, fixed...)
 		errs = append(errs, err)

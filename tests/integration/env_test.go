@@ -14,6 +14,7 @@ import (
 
 	"github.com/socklb/socklb/internal/lab"
 	"github.com/socklb/socklb/internal/testkit"
+	"github.com/socklb/socklb/pkg/datapath"
 )
 
 var socklbBin string
@@ -93,6 +94,12 @@ func (e *env) writeManifest(name, body string) {
 
 func (e *env) startAgent(extra ...string) {
 	e.t.Helper()
+	e.startAgentBin(socklbBin, extra...)
+}
+
+// startAgentBin starts the agent from another build of socklb (upgrades).
+func (e *env) startAgentBin(bin string, extra ...string) {
+	e.t.Helper()
 	args := append([]string{
 		"--manifests", e.manifests,
 		"--node-name", "node-a",
@@ -101,7 +108,7 @@ func (e *env) startAgent(extra ...string) {
 		"--healthz-bind-address", "127.0.0.1:0",
 		"--metrics-bind-address", "127.0.0.1:0",
 	}, extra...)
-	a, err := testkit.StartAgent(socklbBin, filepath.Join(e.t.TempDir(), "socklb-agent.log"), args...)
+	a, err := testkit.StartAgent(bin, filepath.Join(e.t.TempDir(), "socklb-agent.log"), args...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -150,6 +157,16 @@ func (e *env) waitInspect(timeout time.Duration, want ...string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// mapPin is where the map the hooks serve from is pinned.
+func (e *env) mapPin(name string) string {
+	e.t.Helper()
+	dir, err := datapath.PinnedMapsDir(e.fs.Path())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
 }
 
 func (e *env) client() *lab.Client { return e.lab.Client("") }

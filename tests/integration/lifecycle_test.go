@@ -102,7 +102,7 @@ func TestBpftoolDumpsNamedFields(t *testing.T) {
 		"backends": {`"addr"`, `"port"`},
 		"stats":    {`"connects"`},
 	} {
-		out, err := exec.Command("bpftool", "-j", "map", "dump", "pinned", e.fs.Path()+"/maps/"+m).CombinedOutput()
+		out, err := exec.Command("bpftool", "-j", "map", "dump", "pinned", e.mapPin(m)).CombinedOutput()
 		if err != nil {
 			t.Fatalf("bpftool map dump %s: %v\n%s", m, err, out)
 		}

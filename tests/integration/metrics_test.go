@@ -2,7 +2,6 @@ package integration
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ func TestMetricsCardinality(t *testing.T) {
 			t.Fatalf("connects: %v %v", res.Replies, res.Errors)
 		}
 		// The scrape must read the map through the agent's own handle.
-		if err := os.Remove(filepath.Join(e.fs.Path(), "maps", "stats")); err != nil {
+		if err := os.Remove(e.mapPin("stats")); err != nil {
 			t.Fatal(err)
 		}
 		m := e.scrape()

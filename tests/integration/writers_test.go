@@ -103,7 +103,7 @@ func TestCleanupRefusesWhileAgentRuns(t *testing.T) {
 		t.Fatalf("cleanup --force: %v %s", err, out)
 	}
 	waitServing(t, e, "after cleanup --force")
-	if _, err := os.Stat(filepath.Join(e.fs.Path(), "maps", "services")); err != nil {
+	if _, err := os.Stat(e.mapPin("services")); err != nil {
 		t.Errorf("services map not pinned again: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/lab"
 	"github.com/socklb/socklb/internal/testkit"
+	"github.com/socklb/socklb/pkg/datapath"
 )
 
 type dataplane struct {
@@ -438,12 +439,15 @@ func run(name string, args ...string) error {
 }
 
 // mapMemory is the kernel memory of each of socklb's pinned maps
-// (<bpffs>/maps/<name>), as `bpftool map show` reports it: bytes_memlock,
+// (<bpffs>/maps/<layout version>/<name>), as `bpftool map show` reports it: bytes_memlock,
 // which on kernels since 6.4 is the map's actual memory use (for the
 // BPF_F_NO_PREALLOC hashes it grows with the entries; LRU and array maps
 // are preallocated at max_entries).
 func (d *dataplane) mapMemory() (map[string]int64, error) {
-	dir := filepath.Join(d.fs.Path(), "maps")
+	dir, err := datapath.PinnedMapsDir(d.fs.Path())
+	if err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,329 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
+)
+
+var (
+	layoutOnce sync.Once
+	layoutBin  string
+	layoutErr  error
+)
+
+// layoutChangedBin is socklb built with the test-only ldflag that renames
+// the value type of every state map (pkg/datapath/layout.go). The tree has
+// one generated BPF object, so a real maps.h change would need a second
+// copy of it; the rename is a change of the maps' BTF with the same sizes,
+// which the agent must notice, and it makes every map of the new binary
+// incompatible with the old one's: the worst case, where nothing is kept
+// or copied and everything is refilled from the API.
+func layoutChangedBin(t *testing.T) string {
+	t.Helper()
+	layoutOnce.Do(func() {
+		root, err := testkit.ModuleRoot()
+		if err != nil {
+			layoutErr = err
+			return
+		}
+		bin := filepath.Join(filepath.Dir(socklbBin), "socklb-layout2")
+		build := exec.Command("go", "build", "-o", bin,
+			"-ldflags", "-X github.com/socklb/socklb/pkg/datapath.testLayoutChange=1", "./cmd/socklb")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			layoutErr = fmt.Errorf("building socklb with a changed map layout: %v\n%s", err, out)
+			return
+		}
+		layoutBin = bin
+	})
+	if layoutErr != nil {
+		t.Fatal(layoutErr)
+	}
+	return layoutBin
+}
+
+// unversionedCommit is the last commit whose agent pins its maps straight
+// under <bpffs>/maps, before layout versions.
+const unversionedCommit = "3342bc3"
+
+// unversionedBin builds the agent of unversionedCommit: the real previous
+// release, not a simulation of it.
+func unversionedBin(t *testing.T) string {
+	t.Helper()
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", "git archive "+unversionedCommit+" | tar -x -C "+src)
+	archive.Dir = root
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Skipf("commit %s (the last agent without versioned pins) is not in this checkout (%v: %s): fetch the full history to run this test", unversionedCommit, err, out)
+	}
+	bin := filepath.Join(filepath.Dir(socklbBin), "socklb-unversioned")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/socklb")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building socklb at %s: %v\n%s", unversionedCommit, err, out)
+	}
+	return bin
+}
+
+// TestUpgradeFromUnversionedPins: an agent of the release before
+// versioned pins serves; the new agent takes its maps over (same layout:
+// the same kernel objects, pinned in a versioned directory) under a
+// connect loop with 0 failed connects, and removes the old pins.
+func TestUpgradeFromUnversionedPins(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, a cgroup and BPF pins (CI runs this as root)")
+	}
+	old := unversionedBin(t)
+	e := newEnv(t, threePods...)
+	e.writeManifest("echo.yaml", serviceYAML("echo", vip, ready("10.244.1.11", "10.244.1.12", "10.244.1.13")...))
+	e.startAgentBin(old)
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.244.1.13:8080")
+	legacy := filepath.Join(e.fs.Path(), "maps")
+	if _, err := os.Stat(filepath.Join(legacy, "services")); err != nil {
+		t.Fatalf("the agent of %s did not pin its maps straight under %s: %v", unversionedCommit, legacy, err)
+	}
+	progs := map[int]bool{}
+	links, _ := os.ReadDir(filepath.Join(e.fs.Path(), "links"))
+	for _, l := range links {
+		var li struct {
+			ProgID int `json:"prog_id"`
+		}
+		if err := bpftoolJSON(&li, "link", "show", "pinned", filepath.Join(e.fs.Path(), "links", l.Name())); err != nil {
+			t.Fatal(err)
+		}
+		progs[li.ProgID] = true
+	}
+	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{"from unversioned pins", socklbBin, nil}})
+}
+
+type upgradeStep struct {
+	name string
+	bin  string
+	args []string
+}
+
+// TestUpgradeSizesUnderLoad: restarting the agent with larger --max-*
+// flags, and back, under a connect loop fails no connect, moves the maps
+// to a new generation and leaves no old pin. The socket storage map is
+// the same object across a size change, so an unconnected UDP socket that
+// sends all along keeps its pod and sees every reply come from the
+// ClusterIP.
+func TestUpgradeSizesUnderLoad(t *testing.T) {
+	e := startEcho(t)
+	udp := make(chan runOut, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
+			"--count", "100", "--interval", "100ms", "--seq")
+		udp <- runOut{r, err}
+	}()
+	upgradeUnderLoad(t, e, []upgradeStep{
+		{"larger maps", socklbBin, []string{"--max-services", "4096", "--max-backends", "8192", "--max-affinity", "4096"}},
+		{"rollback to the default sizes", socklbBin, nil},
+	})
+	o := <-udp
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("unconnected UDP socket: replies %v, sources %v, errors %v", o.res.Replies, o.res.Sources, o.res.Errors)
+	if o.res.TotalErrors() != 0 || len(o.res.Replies) != 1 || !slices.Equal(o.res.Sources, []string{vip + ":53"}) {
+		t.Errorf("an unconnected UDP socket across two size changes: replies %v from %v, errors %v (%s); want one pod, all from %s:53",
+			o.res.Replies, o.res.Sources, o.res.Errors, o.res.FirstError, vip)
+	}
+}
+
+// TestUpgradeLayoutUnderLoad: restarting into a binary whose maps have
+// another layout, and back (the rollback), under a connect loop fails no
+// connect: the new agent fills new maps while the pinned links still run
+// the old programs on the old maps, then switches each link in one step,
+// then unpins the old maps.
+func TestUpgradeLayoutUnderLoad(t *testing.T) {
+	changed := layoutChangedBin(t)
+	e := startEcho(t)
+	upgradeUnderLoad(t, e, []upgradeStep{
+		{"changed layout", changed, nil},
+		{"rollback to the first layout", socklbBin, nil},
+	})
+}
+
+// upgradeUnderLoad restarts the agent once per step while a client
+// connects to the ClusterIP in a loop, and checks after each step that
+// the migration finished: one generation of maps pinned, a new one,
+// readable by bpftool, and every pinned link running a program that uses
+// it.
+func upgradeUnderLoad(t *testing.T, e *env, steps []upgradeStep) {
+	upgradeFromUnderLoad(t, e, waitGeneration(t, e, served{}), steps)
+}
+
+func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep) {
+	const loopFor = 16 * time.Second
+	// Built before the clock starts: the first run of labclient builds it.
+	if _, err := lab.BuildLabclient(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	bg := loop(e, e.client(), vip+":80", loopFor)
+	for sum(e.lab.Counts("tcp")) < 100 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the connect loop did not start within 5 s: %v", e.lab.Counts("tcp"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, s := range steps {
+		before := sum(e.lab.Counts("tcp"))
+		e.stopAgent(syscall.SIGTERM)
+		e.startAgentBin(s.bin, s.args...)
+		next := waitGeneration(t, e, gen)
+		if !strings.Contains(e.agentLog(), "moving to new ones without detaching the hooks") {
+			t.Errorf("%s: the agent did not log its migration:\n%s", s.name, e.agentLog())
+		}
+		served := sum(e.lab.Counts("tcp")) - before
+		t.Logf("%s: generation %s -> %s, %d connects served meanwhile", s.name, filepath.Base(gen.gen), filepath.Base(next.gen), served)
+		if served == 0 {
+			t.Fatalf("%s: no connect was served while the agent was replaced: the loop did not cover it", s.name)
+		}
+		gen = next
+		time.Sleep(500 * time.Millisecond)
+	}
+	if time.Since(start) > loopFor-time.Second {
+		t.Fatalf("the upgrades took %s, longer than the connect loop: it did not cover them", time.Since(start))
+	}
+	o := <-bg
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("%d connects across %d upgrades, errors %v", o.res.OK, len(steps), o.res.Errors)
+	if o.res.TotalErrors() != 0 {
+		t.Fatalf("%d connects failed across the upgrades: %v (%s)\n%s", o.res.TotalErrors(), o.res.Errors, o.res.FirstError, e.agentLog())
+	}
+	if o.res.OK < 5000 {
+		t.Fatalf("only %d connects: the test did not load the datapath", o.res.OK)
+	}
+	if res := tcpN(t, e, e.client(), vip+":80", 10); res.OK != 10 {
+		t.Fatalf("after the upgrades: %v %v", res.Replies, res.Errors)
+	}
+}
+
+var generationDir = regexp.MustCompile(`^v1-[0-9a-f]{12}$`)
+
+// served is a generation of maps and the programs the links run on it.
+type served struct {
+	gen   string
+	progs map[int]bool
+}
+
+// waitGeneration waits until the agent has finished moving off prev: one
+// other generation of maps, and new programs using it on every link.
+func waitGeneration(t *testing.T, e *env, prev served) served {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var why string
+	for time.Now().Before(deadline) {
+		var next served
+		next.gen, next.progs, why = servingGeneration(e, prev.progs)
+		if why == "" && next.gen != prev.gen {
+			return next
+		}
+		if why == "" {
+			why = "the maps are still in " + next.gen
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the agent did not finish moving off %s within 15 s: %s\n%s", prev.gen, why, e.agentLog())
+	return served{}
+}
+
+// servingGeneration returns the only pinned generation and the programs
+// the links run, once every link runs a program that is not one of prev and
+// uses maps of that generation, or says what is not so yet.
+func servingGeneration(e *env, prev map[int]bool) (string, map[int]bool, string) {
+	mapsDir := filepath.Join(e.fs.Path(), "maps")
+	ents, err := os.ReadDir(mapsDir)
+	if err != nil {
+		return "", nil, err.Error()
+	}
+	var gens, other []string
+	for _, d := range ents {
+		if d.IsDir() && generationDir.MatchString(d.Name()) {
+			gens = append(gens, filepath.Join(mapsDir, d.Name()))
+		} else {
+			other = append(other, d.Name())
+		}
+	}
+	if len(gens) != 1 || len(other) != 0 {
+		return "", nil, fmt.Sprintf("pinned under %s: generations %v, other pins %v", mapsDir, gens, other)
+	}
+	gen := gens[0]
+	pins, err := os.ReadDir(gen)
+	if err != nil {
+		return "", nil, err.Error()
+	}
+	genMaps := map[int]bool{}
+	for _, p := range pins {
+		var m struct {
+			ID int `json:"id"`
+		}
+		if err := bpftoolJSON(&m, "map", "show", "pinned", filepath.Join(gen, p.Name())); err != nil {
+			return "", nil, err.Error()
+		}
+		genMaps[m.ID] = true
+	}
+	var dump []json.RawMessage
+	if err := bpftoolJSON(&dump, "map", "dump", "pinned", filepath.Join(gen, "services")); err != nil || len(dump) == 0 {
+		return "", nil, fmt.Sprintf("bpftool map dump of %s: %v, %d entries", gen, err, len(dump))
+	}
+	links, err := os.ReadDir(filepath.Join(e.fs.Path(), "links"))
+	if err != nil || len(links) != 8 {
+		return "", nil, fmt.Sprintf("links pinned: %d (%v), want 8", len(links), err)
+	}
+	progs := map[int]bool{}
+	for _, l := range links {
+		var li struct {
+			ProgID int `json:"prog_id"`
+		}
+		if err := bpftoolJSON(&li, "link", "show", "pinned", filepath.Join(e.fs.Path(), "links", l.Name())); err != nil {
+			return "", nil, err.Error()
+		}
+		if prev[li.ProgID] {
+			return "", nil, fmt.Sprintf("link %s still runs program %d of the agent before", l.Name(), li.ProgID)
+		}
+		progs[li.ProgID] = true
+		var pi struct {
+			MapIDs []int `json:"map_ids"`
+		}
+		if err := bpftoolJSON(&pi, "prog", "show", "id", fmt.Sprint(li.ProgID)); err != nil {
+			return "", nil, err.Error()
+		}
+		if !slices.ContainsFunc(pi.MapIDs, func(id int) bool { return genMaps[id] }) {
+			return "", nil, fmt.Sprintf("link %s runs program %d, which uses maps %v, none of them pinned in %s", l.Name(), li.ProgID, pi.MapIDs, gen)
+		}
+	}
+	return gen, progs, ""
+}
+
+func bpftoolJSON(v any, args ...string) error {
+	out, err := exec.Command("bpftool", append([]string{"-j"}, args...)...).Output()
+	if err != nil {
+		return fmt.Errorf("bpftool %s: %w", strings.Join(args, " "), err)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("bpftool %s: %w: %.300s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
