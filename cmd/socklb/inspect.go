@@ -17,17 +17,23 @@ import (
 func newInspectCommand() *cobra.Command {
 	var bpffs, output string
 	cmd := &cobra.Command{
-		Use:   "inspect",
+		Use:   "inspect [SERVICE]",
 		Short: "print the live maps as kube-proxy's chains",
-		Long:  "socklb inspect reads the pinned maps and prints every frontend with its endpoints and counters, as `iptables -t nat -L -v` shows kube-proxy's chains.",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long: "socklb inspect reads the pinned maps and prints every frontend with its endpoints and counters, as `iptables -t nat -L -v` shows kube-proxy's chains. " +
+			"SERVICE (NAME or NAMESPACE/NAME) limits it to that Service's frontends.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "chain" && output != "json" {
 				return fmt.Errorf("-o %q: unknown output format; use chain or json", output)
 			}
 			svcs, err := datapath.Dump(bpffs)
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				if svcs = ofService(svcs, args[0]); len(svcs) == 0 {
+					return fmt.Errorf("no frontend of Service %q is programmed (NAME matches in any namespace; a Service without a cluster IP, or one another proxy owns, has none)", args[0])
+				}
 			}
 			switch output {
 			case "json":
@@ -46,6 +52,19 @@ func newInspectCommand() *cobra.Command {
 	})
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"chain", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// ofService keeps the frontends of one Service, named NAMESPACE/NAME or
+// NAME alone (any namespace, as an operator types it first).
+func ofService(svcs []datapath.ServiceDump, name string) []datapath.ServiceDump {
+	var out []datapath.ServiceDump
+	for _, s := range svcs {
+		nn := s.Frontend.Service
+		if nn.String() == name || (!strings.Contains(name, "/") && nn.Name == name) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // printChain prints the maps the way a kube-proxy user reads

@@ -20,7 +20,7 @@ import (
 
 func main() {
 	out := flag.String("out", "bin/socklb-image.tar", "the OCI layout tarball to write")
-	ref := flag.String("name", "localhost/socklb:dev", "the image's name (deploy/kustomization.yaml's images: newName:newTag)")
+	ref := flag.String("name", "localhost/socklb:dev", "the image's name (deploy/base/kustomization.yaml's images: newName:newTag)")
 	version := flag.String("version", "dev", "socklb's version, as `socklb version` prints it")
 	arches := flag.String("arch", "amd64,arm64", "GOARCH values, comma-separated")
 	flag.Parse()

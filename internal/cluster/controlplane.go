@@ -161,7 +161,7 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 		"--service-account-key-file=" + cp.PKI.SAPub,
 		"--service-account-signing-key-file=" + cp.PKI.SAKey,
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
-		// deploy/daemonset.yaml is privileged, as a BPF agent must be.
+		// deploy/base/daemonset.yaml is privileged, as a BPF agent must be.
 		"--allow-privileged=true",
 		"--v=1",
 	}

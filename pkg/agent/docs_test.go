@@ -33,12 +33,14 @@ func TestMetricsMatchDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	exported := map[string]bool{}
+	types := map[string]string{}
 	var goAndProcess []string
 	for _, f := range fams {
 		name := f.GetName()
 		switch {
 		case strings.HasPrefix(name, "socklb_"):
 			exported[name] = true
+			types[name] = strings.ToLower(f.GetType().String())
 		case name == "go_goroutines" || name == "process_resident_memory_bytes":
 			goAndProcess = append(goAndProcess, name)
 		}
@@ -52,11 +54,16 @@ func TestMetricsMatchDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	row := regexp.MustCompile("(?m)^\\| ([^|]*socklb_[^|]*) \\|")
+	row := regexp.MustCompile("(?m)^\\| ([^|]*socklb_[^|]*) \\| ([^|]*) \\|")
 	name := regexp.MustCompile("`(socklb_[a-z_]+)")
 	for _, r := range row.FindAllStringSubmatch(string(body), -1) {
 		for _, n := range name.FindAllStringSubmatch(r[1], -1) {
 			documented[n[1]] = true
+			// The type column must be the exported type: a dashboard
+			// applies rate() to counters and not to gauges.
+			if typ, ok := types[n[1]]; ok && strings.TrimSpace(r[2]) != typ {
+				t.Errorf("docs/metrics.md says %s is a %s; /metrics exports a %s", n[1], strings.TrimSpace(r[2]), typ)
+			}
 		}
 	}
 	for n := range exported {

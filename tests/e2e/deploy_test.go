@@ -16,25 +16,37 @@ import (
 	"github.com/socklb/socklb/internal/testkit"
 )
 
-// TestDeployDryRunServer: the real API server accepts every manifest in
-// deploy/ (admission, defaulting, strict field validation), as
-// `kubectl apply --dry-run=server -k deploy/` on a cluster would.
+// deployDirs are the kustomizations a user applies: the plain install and
+// the two ways docs/install.md describes.
+var deployDirs = []string{"deploy", "deploy/overlays/replace-kube-proxy", "deploy/overlays/beside-kube-proxy"}
+
+// TestDeployDryRunServer: the real API server accepts every manifest of
+// deploy/ and of each overlay (admission, defaulting, strict field
+// validation), as `kubectl apply --dry-run=server -k` on a cluster would.
 func TestDeployDryRunServer(t *testing.T) {
 	needCluster(t)
-	out, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-k", filepath.Join(root, "deploy"))
-	t.Logf("kubectl apply --dry-run=server -k deploy/:\n%s", out)
-	if err != nil {
-		t.Fatalf("rejected: %v", err)
-	}
-	for _, want := range []string{"serviceaccount/socklb", "clusterrole.rbac.authorization.k8s.io/socklb",
-		"clusterrolebinding.rbac.authorization.k8s.io/socklb", "daemonset.apps/socklb created (server dry run)"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
+	for _, dir := range deployDirs {
+		t.Run(dir, func(t *testing.T) {
+			out, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-k", filepath.Join(root, dir))
+			t.Logf("kubectl apply --dry-run=server -k %s:\n%s", dir, out)
+			if err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			want := []string{"serviceaccount/socklb", "clusterrole.rbac.authorization.k8s.io/socklb",
+				"clusterrolebinding.rbac.authorization.k8s.io/socklb", "daemonset.apps/socklb created (server dry run)"}
+			if strings.HasSuffix(dir, "replace-kube-proxy") {
+				want = append(want, "configmap/socklb-apiserver-")
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+		})
 	}
 }
 
-// readDeploy decodes every document of deploy/*.yaml strictly.
+// readDeploy decodes every document of deploy/base/*.yaml strictly.
 func readDeploy(t *testing.T) (ds *appsv1.DaemonSet, sa *corev1.ServiceAccount, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding) {
 	t.Helper()
 	mroot := root
@@ -44,9 +56,9 @@ func readDeploy(t *testing.T) (ds *appsv1.DaemonSet, sa *corev1.ServiceAccount, 
 			t.Fatal(err)
 		}
 	}
-	files, err := filepath.Glob(filepath.Join(mroot, "deploy", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(mroot, "deploy", "base", "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no deploy/*.yaml: %v", err)
+		t.Fatalf("no deploy/base/*.yaml: %v", err)
 	}
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {

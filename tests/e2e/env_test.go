@@ -89,7 +89,7 @@ func newEnv(t *testing.T, pods ...lab.PodSpec) *env {
 		if b, err := os.ReadFile(e.agent.LogPath); err != nil {
 			t.Error(err)
 		} else if denied := deniedLines(b, e.apiRestarted); len(denied) > 0 {
-			t.Errorf("the agent was denied something with the ServiceAccount of deploy/rbac.yaml:\n%s", strings.Join(denied, "\n"))
+			t.Errorf("the agent was denied something with the ServiceAccount of deploy/base/rbac.yaml:\n%s", strings.Join(denied, "\n"))
 		}
 		check(t, testkit.CleanupPins(socklbBin, e.fs.Path()))
 		if t.Failed() {

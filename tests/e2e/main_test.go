@@ -7,7 +7,7 @@
 // from the lab's client namespace, which has no default route.
 //
 // The agent authenticates with a token of the ServiceAccount in
-// deploy/rbac.yaml, bound to exactly that ClusterRole.
+// deploy/base/rbac.yaml, bound to exactly that ClusterRole.
 //
 // Needs root (network namespaces, a child cgroup, BPF) and the tool
 // binaries; without either, the tests skip and say why. `make e2e` builds
@@ -38,7 +38,7 @@ import (
 // nodeName is the Node the agent runs on and the Pods are bound to.
 const nodeName = "node-a"
 
-// The DaemonSet's identity, as deploy/rbac.yaml names it.
+// The DaemonSet's identity, as deploy/base/rbac.yaml names it.
 const (
 	saNamespace = "kube-system"
 	saName      = "socklb"
@@ -135,7 +135,7 @@ func run(m *testing.M) int {
 }
 
 // setupCluster makes what every test shares: this node's Node object, the
-// RBAC of deploy/rbac.yaml (applied for real with kubectl), and a
+// RBAC of deploy/base/rbac.yaml (applied for real with kubectl), and a
 // kubeconfig holding a token of its ServiceAccount for the agent.
 func setupCluster(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -143,8 +143,8 @@ func setupCluster(dir string) error {
 	if _, err := cp.Admin.CoreV1().Nodes().Create(ctx, testkit.Node(nodeName, ""), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Node %s: %w", nodeName, err)
 	}
-	if out, err := kubectl("apply", "-f", filepath.Join(root, "deploy/rbac.yaml")); err != nil {
-		return fmt.Errorf("kubectl apply -f deploy/rbac.yaml: %w\n%s", err, out)
+	if out, err := kubectl("apply", "-f", filepath.Join(root, "deploy/base/rbac.yaml")); err != nil {
+		return fmt.Errorf("kubectl apply -f deploy/base/rbac.yaml: %w\n%s", err, out)
 	}
 	tr, err := cp.Admin.CoreV1().ServiceAccounts(saNamespace).CreateToken(ctx, saName, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3 * 3600)},

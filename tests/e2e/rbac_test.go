@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// The permissions deploy/rbac.yaml grants, and all that socklb needs.
+// The permissions deploy/base/rbac.yaml grants, and all that socklb needs.
 // As "verb resource[.group]".
 var wantRBAC = []string{
 	"get endpointslices.discovery.k8s.io",
@@ -38,7 +38,7 @@ var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "de
 // and in kube-system, what the DaemonSet's ServiceAccount may do beyond an
 // unbound ServiceAccount of the same namespace (which holds the defaults
 // every ServiceAccount gets, such as discovery). The difference must be
-// exactly the rules of deploy/rbac.yaml. That they are enough is what every
+// exactly the rules of deploy/base/rbac.yaml. That they are enough is what every
 // other test shows: their agent runs with this ServiceAccount's token.
 func TestServiceAccountHasExactlyDeployRBAC(t *testing.T) {
 	needCluster(t)

@@ -340,3 +340,40 @@ func TestAgentPodRecreatedUnderLoad(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestKubectlPlugin: kubectl socklb, run as an operator runs it (the
+// node's admin kubeconfig), execs socklb in the DaemonSet's pod through
+// pods/exec: inspect prints one Service's chain from the node's pins, and
+// status reports the node's agent healthy with every frontend programmed.
+func TestKubectlPlugin(t *testing.T) {
+	needSocklb(t)
+	e := newEcho(t, 2)
+	e.waitServing()
+	bin := filepath.Join(t.TempDir(), "kubectl-socklb")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/kubectl-socklb")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building kubectl-socklb: %v\n%s", err, out)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(bin, append([]string{"--kubeconfig", n.CP.AdminKubeconfig}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("inspect", e.ns+"/echo")
+	if err != nil {
+		t.Fatalf("kubectl socklb inspect %s/echo: %v\n%s", e.ns, err, out)
+	}
+	for _, w := range []string{e.clusterIP + ":80/TCP", e.clusterIP + ":53/UDP", e.ns + "/echo:tcp"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("kubectl socklb inspect lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "default/kubernetes") {
+		t.Errorf("kubectl socklb inspect %s/echo shows other Services:\n%s", e.ns, out)
+	}
+	out, err = run("status")
+	if err != nil || !strings.Contains(out, node.NodeName) || !strings.Contains(out, " OK ") {
+		t.Errorf("kubectl socklb status: %v\n%s", err, out)
+	}
+	t.Logf("kubectl socklb status:\n%s", out)
+}
