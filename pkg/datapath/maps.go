@@ -33,6 +33,9 @@ type mapDef struct {
 	// default must be size(defaults): TestMapTable checks it.
 	size func(Config) uint32
 	flag string // the flag behind size, named in "map is full" errors
+	// fromAPI: Apply fills the map from the API's state, so a migration
+	// may refill it instead of copying it.
+	fromAPI bool
 	// key and value are zero values of the Go types used with the map (a
 	// per-CPU map's value: one CPU's); TestMapTable checks their layout
 	// against the map's BTF.
@@ -44,18 +47,18 @@ type mapDef struct {
 // BTF check follow from it, and the agent reads or dumps it once it is a
 // field of tables.
 var mapTable = []mapDef{
-	{name: socklbbpf.SocklbMapServices, owner: objHooks, size: maxServices, flag: "--max-services",
+	{name: socklbbpf.SocklbMapServices, owner: objHooks, fromAPI: true, size: maxServices, flag: "--max-services",
 		key: socklbbpf.SocklbSvcKey{}, value: socklbbpf.SocklbSvcValue{}},
-	{name: socklbbpf.SocklbMapSvcNames, owner: objHooks, size: maxServices, flag: "--max-services",
+	{name: socklbbpf.SocklbMapSvcNames, owner: objHooks, fromAPI: true, size: maxServices, flag: "--max-services",
 		key: uint32(0), value: socklbbpf.SocklbSvcName{}},
 	// A service being switched holds two generations of slots.
-	{name: socklbbpf.SocklbMapSlots, owner: objHooks, size: func(c Config) uint32 { return 2 * c.MaxBackends }, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapSlots, owner: objHooks, fromAPI: true, size: func(c Config) uint32 { return 2 * c.MaxBackends }, flag: "--max-backends",
 		key: socklbbpf.SocklbSlotKey{}, value: socklbbpf.SocklbSlotValue{}},
-	{name: socklbbpf.SocklbMapBackends, owner: objHooks, size: maxBackends, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapBackends, owner: objHooks, fromAPI: true, size: maxBackends, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackend{}},
-	{name: socklbbpf.SocklbMapStats, owner: objHooks, size: maxBackends, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapStats, owner: objHooks, fromAPI: true, size: maxBackends, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackendStats{}},
-	{name: socklbbpf.SocklbMapMembers, owner: objHooks, size: maxBackends, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapMembers, owner: objHooks, fromAPI: true, size: maxBackends, flag: "--max-backends",
 		key: socklbbpf.SocklbMemberKey{}, value: uint32(0)},
 	{name: socklbbpf.SocklbMapAffinity, owner: objHooks, size: func(c Config) uint32 { return c.MaxAffinity }, flag: "--max-affinity",
 		key: socklbbpf.SocklbAffinityKey{}, value: socklbbpf.SocklbAffinityValue{}},
@@ -70,6 +73,28 @@ var mapTable = []mapDef{
 		key: socklbbpf.SocktermSockTarget{}, value: uint8(0)},
 	{name: socklbbpf.SocktermMapSockDestroyed, owner: objSockterm,
 		key: uint32(0), value: uint64(0)},
+}
+
+// serviceMaps are the maps Apply fills from the API's state.
+func serviceMaps() []string {
+	var out []string
+	for _, d := range mapTable {
+		if d.fromAPI {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// mapFlags names the flag that sizes each map, for errors.
+func mapFlags() map[string]string {
+	out := map[string]string{}
+	for _, d := range mapTable {
+		if d.flag != "" {
+			out[d.name] = d.flag
+		}
+	}
+	return out
 }
 
 func maxServices(c Config) uint32 { return c.MaxServices }

@@ -53,12 +53,6 @@ func (m *migration) String(to string) string {
 	}
 }
 
-// serviceMaps are the maps Apply fills from the API's state.
-var serviceMaps = []string{
-	socklbbpf.SocklbMapServices, socklbbpf.SocklbMapSlots, socklbbpf.SocklbMapBackends,
-	socklbbpf.SocklbMapMembers, socklbbpf.SocklbMapSvcNames, socklbbpf.SocklbMapStats,
-}
-
 // prepareMigration looks for pinned generations other than newDir and, if
 // there are any, readies newDir for loading: kept maps are pinned there,
 // and the maps to copy are opened. It returns nil when there is nothing to
@@ -124,13 +118,13 @@ func prepareMigration(bpffs, newDir string, maps map[string]*ebpf.MapSpec) (*mig
 			kind[name] = "fresh"
 		}
 	}
-	for _, name := range serviceMaps {
+	for _, name := range serviceMaps() {
 		if kind[name] == "fresh" {
 			m.refill = true
 		}
 	}
 	if m.refill {
-		for _, name := range append(serviceMaps, socklbbpf.SocklbMapAffinity) {
+		for _, name := range append(serviceMaps(), socklbbpf.SocklbMapAffinity) {
 			kind[name] = "fresh"
 		}
 	}
@@ -250,14 +244,6 @@ func linksPinned(bpffs string) bool {
 	return false
 }
 
-// mapFlags names the flag that sizes each map, for errors.
-var mapFlags = map[string]string{
-	socklbbpf.SocklbMapServices: "--max-services", socklbbpf.SocklbMapSvcNames: "--max-services",
-	socklbbpf.SocklbMapSlots: "--max-backends", socklbbpf.SocklbMapBackends: "--max-backends",
-	socklbbpf.SocklbMapStats: "--max-backends", socklbbpf.SocklbMapMembers: "--max-backends",
-	socklbbpf.SocklbMapAffinity: "--max-affinity",
-}
-
 // loadGeneration loads spec with its maps pinned in the generation
 // directory of their layout, migrating from an older generation if one
 // is pinned.
@@ -282,7 +268,7 @@ func loadGeneration(cfg Config, spec *ebpf.CollectionSpec, setRetval bool) (*soc
 		return nil, "", nil, err
 	}
 	if mig != nil {
-		if err := mig.copyEntries(stateMaps(&objs.SocklbMaps), mapFlags); err != nil {
+		if err := mig.copyEntries(stateMaps(&objs.SocklbMaps), mapFlags()); err != nil {
 			objs.Close()
 			mig.abandon(dir)
 			return nil, "", nil, err
