@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -30,7 +31,7 @@ func TestNewWiresHealthIntoMetrics(t *testing.T) {
 	a.MetricsHandler(false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, w := range []string{`socklb_proxy_healthz_total{code="200"} 1`, `socklb_proxy_livez_total{code="200"} 2`} {
 		if !strings.Contains(rec.Body.String(), w) {
-			t.Errorf("/metrics lacks %s:\n%s", w, grepLines(rec.Body.String(), "socklb_proxy_"))
+			t.Errorf("/metrics lacks %s:\n%s", w, testkit.GrepLines(rec.Body.String(), "socklb_proxy_"))
 		}
 	}
 }
@@ -68,14 +69,4 @@ func keysOf(st servicemap.State) []string {
 		out = append(out, k.String())
 	}
 	return out
-}
-
-func grepLines(s, substr string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

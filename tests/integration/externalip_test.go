@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // TestExternalIPHijackRefused: CVE-2020-8554. A Service author puts an
@@ -35,6 +37,6 @@ func TestExternalIPHijackRefused(t *testing.T) {
 		t.Errorf("the agent did not log the refused externalIP with its reason:\n%s", log)
 	}
 	if m := e.scrape(); !strings.Contains(m, "socklb_refused_external_ips 1\n") {
-		t.Errorf("socklb_refused_external_ips is not 1:\n%s", grepLines(m, "socklb_refused_external_ips"))
+		t.Errorf("socklb_refused_external_ips is not 1:\n%s", testkit.GrepLines(m, "socklb_refused_external_ips"))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // Each optional kernel feature, forced off as on an older kernel: the agent
@@ -28,7 +30,7 @@ func TestWithoutSetRetvalRefusesWithEPERM(t *testing.T) {
 	}
 	if m := e.scrape(); !strings.Contains(m, `socklb_kernel_feature_enabled{feature="set_retval"} 0`) ||
 		!strings.Contains(m, `socklb_kernel_feature_enabled{feature="sock_destroy"} 1`) {
-		t.Errorf("kernel feature metrics wrong:\n%s", grepLines(m, "socklb_kernel_feature"))
+		t.Errorf("kernel feature metrics wrong:\n%s", testkit.GrepLines(m, "socklb_kernel_feature"))
 	}
 }
 
@@ -48,16 +50,6 @@ func TestWithoutSockDestroyServicesWork(t *testing.T) {
 	}
 	if m := e.scrape(); !strings.Contains(m, `socklb_kernel_feature_enabled{feature="sock_destroy"} 0`) ||
 		!strings.Contains(m, `socklb_kernel_feature_enabled{feature="set_retval"} 1`) {
-		t.Errorf("kernel feature metrics wrong:\n%s", grepLines(m, "socklb_kernel_feature"))
+		t.Errorf("kernel feature metrics wrong:\n%s", testkit.GrepLines(m, "socklb_kernel_feature"))
 	}
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // TestMetricsCardinality: by default /metrics has no per-Service series,
@@ -17,7 +19,7 @@ func TestMetricsCardinality(t *testing.T) {
 		e := startEcho(t)
 		m := e.scrape()
 		if strings.Contains(m, "socklb_service_connections_total") {
-			t.Errorf("per-Service series exported without --per-service-metrics:\n%s", grepLines(m, "socklb_service_"))
+			t.Errorf("per-Service series exported without --per-service-metrics:\n%s", testkit.GrepLines(m, "socklb_service_"))
 		}
 		for _, want := range []string{`socklb_bpf_map_pressure{map="services"} `, `socklb_bpf_map_pressure{map="affinity"} `, "socklb_build_info{", "go_goroutines ", "process_resident_memory_bytes "} {
 			if !strings.Contains(m, want) {
@@ -39,10 +41,10 @@ func TestMetricsCardinality(t *testing.T) {
 		}
 		m := e.scrape()
 		if !strings.Contains(m, `socklb_service_connections_total{namespace="default",port="tcp",service="echo"} 12`) {
-			t.Errorf("per-Service connects with the stats pin gone:\n%s", grepLines(m, "socklb_service_"))
+			t.Errorf("per-Service connects with the stats pin gone:\n%s", testkit.GrepLines(m, "socklb_service_"))
 		}
 		if !strings.Contains(m, "socklb_service_stats_errors_total 0") {
-			t.Errorf("stats read errors:\n%s", grepLines(m, "socklb_service_stats_errors"))
+			t.Errorf("stats read errors:\n%s", testkit.GrepLines(m, "socklb_service_stats_errors"))
 		}
 	})
 }

@@ -129,7 +129,7 @@ func TestUnpinnedLinkDetected(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if m := e.scrape(); !strings.Contains(m, "socklb_pins_repaired_total 1\n") {
-		t.Errorf("socklb_pins_repaired_total:\n%s", grepLines(m, "socklb_pins_repaired"))
+		t.Errorf("socklb_pins_repaired_total:\n%s", testkit.GrepLines(m, "socklb_pins_repaired"))
 	}
 }
 
