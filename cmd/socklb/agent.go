@@ -76,7 +76,7 @@ func runAgent(f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	src := withNodeAddresses{Source: base, filter: f.nodePortAddresses, externalIPCIDRs: f.externalIPCIDRs, log: log}
+	src := wrapNodeAddresses(withNodeAddresses{Source: base, filter: f.nodePortAddresses, externalIPCIDRs: f.externalIPCIDRs, log: log})
 	if f.cgroupPath == "" {
 		if f.cgroupPath, err = datapath.Cgroup2Root(); err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
 	"github.com/socklb/socklb/pkg/source"
@@ -22,8 +24,21 @@ type withNodeAddresses struct {
 	log             *slog.Logger
 }
 
+// wrapNodeAddresses wraps base, keeping it a source.Tracked if it is one.
+func wrapNodeAddresses(s withNodeAddresses) source.Source {
+	if t, ok := s.Source.(source.Tracked); ok {
+		return trackedWithNodeAddresses{withNodeAddresses: s, t: t}
+	}
+	return s
+}
+
 func (s withNodeAddresses) Snapshot() servicemap.Input {
 	in := s.Source.Snapshot()
+	s.addFacts(&in)
+	return in
+}
+
+func (s withNodeAddresses) addFacts(in *servicemap.Input) {
 	addrs, err := datapath.LocalAddresses()
 	if err != nil {
 		s.log.Warn("NodePorts are served on the Node object's addresses only", "err", err)
@@ -32,6 +47,24 @@ func (s withNodeAddresses) Snapshot() servicemap.Input {
 	in.NodePortAddresses = s.filter.prefixes
 	in.NodePortPrimary = s.filter.primary
 	in.ExternalIPCIDRs = s.externalIPCIDRs
+}
+
+type trackedWithNodeAddresses struct {
+	withNodeAddresses
+	t source.Tracked
+}
+
+func (s trackedWithNodeAddresses) Checkout() source.Changes { return s.t.Checkout() }
+func (s trackedWithNodeAddresses) Pending() (int, int)      { return s.t.Pending() }
+func (s trackedWithNodeAddresses) ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjects {
+	return s.t.ServiceObjects(nn)
+}
+
+// NodeInput reads the interfaces at every sync, so an address change
+// reaches servicemap as a node change (every Service rebuilt).
+func (s trackedWithNodeAddresses) NodeInput() servicemap.Input {
+	in := s.t.NodeInput()
+	s.addFacts(&in)
 	return in
 }
 

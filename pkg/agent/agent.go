@@ -36,6 +36,10 @@ const (
 	DefaultRetryMax = 30 * time.Second
 )
 
+// DefaultResyncPeriod is kube-proxy's FullSyncPeriod
+// (pkg/proxy/util/utils.go): one hour.
+const DefaultResyncPeriod = time.Hour
+
 // Agent runs the sync loop.
 type Agent struct {
 	Source   source.Source
@@ -55,8 +59,13 @@ type Agent struct {
 	// failed to program some frontend; zero means the defaults.
 	RetryMin, RetryMax time.Duration
 
-	// cache keeps each unchanged Service's result between syncs.
-	cache servicemap.Cache
+	// ResyncPeriod is the safety net of a full rebuild and diff of every
+	// frontend, as kube-proxy's FullSyncPeriod; zero means the default.
+	ResyncPeriod time.Duration
+
+	// tracker holds the desired state between syncs: a change costs the
+	// Services it touched.
+	tracker servicemap.Tracker
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[string]bool
 	lastFailed   map[servicemap.FrontendKey]string
@@ -110,12 +119,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		retryC  <-chan time.Time
 		backoff = retryMin
 	)
+	period := a.ResyncPeriod
+	if period <= 0 {
+		period = DefaultResyncPeriod
+	}
+	resync := time.NewTicker(period)
+	defer resync.Stop()
 	defer func() {
 		if retry != nil {
 			retry.Stop()
 		}
 	}()
 	for {
+		full := false
 		select {
 		case <-ctx.Done():
 			return nil
@@ -126,12 +142,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-kick:
 		case <-retryC:
+		case <-resync.C:
+			full = true
 		}
 		if retry != nil {
 			retry.Stop()
 			retry, retryC = nil, nil
 		}
-		if a.sync() {
+		if a.sync(full) {
 			backoff = retryMin
 			continue
 		}
@@ -144,45 +162,45 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // pendingChanges counts the objects changed since the last sync read them.
 func (a *Agent) pendingChanges() changeCount {
+	if t, ok := a.Source.(source.Tracked); ok {
+		svcs, slices := t.Pending()
+		return changeCount{services: svcs, slices: slices}
+	}
 	a.snapMu.Lock()
 	defer a.snapMu.Unlock()
 	return countChanges(a.seen, versionsOf(a.Source.Snapshot()))
 }
 
-// sync applies the current snapshot and reports whether every frontend
-// was programmed.
-func (a *Agent) sync() bool {
-	a.snapMu.Lock()
+// sync applies what changed (everything when full) and reports whether
+// every frontend was programmed.
+func (a *Agent) sync(full bool) bool {
 	start := time.Now()
-	in := a.Source.Snapshot()
-	cur := versionsOf(in)
-	a.Metrics.checkedOut(countChanges(a.seen, cur))
-	triggers := triggerTimes(in, a.seen, a.started)
-	a.seen = cur
-	a.snapMu.Unlock()
-
-	state, problems := a.cache.Build(in)
-	a.reportProblems(problems)
-	res := a.Datapath.Apply(state)
+	r := a.read(full)
+	a.Metrics.checkedOut(r.changes)
+	a.reportProblems(r.problems)
+	res := a.apply(r)
 	a.reportFailures(res)
 	done := time.Now()
 	d := done.Sub(start)
 
 	if a.HealthChecks != nil {
-		a.HealthChecks.Sync(servicemap.HealthChecks(in))
+		a.HealthChecks.Sync(r.checks)
 	}
-	a.observeProgramming(triggers, state, res, done)
-	a.Health.SyncNode(ownNode(in))
+	a.observeProgramming(r.triggers, r.state, res, done)
+	a.Health.SyncNode(r.node)
 	ok := len(res.Failed) == 0
 	if ok {
 		a.Health.Updated(start)
 	} else {
 		a.Health.Failed(start)
 	}
-	a.Metrics.observeSync(d, done, state, res, in)
+	a.Metrics.observeSync(d, done, r.full, a.tracker.Totals(), r.state, res, a.tracker.Services())
+	if r.full && full {
+		a.Log.Info("full resync", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed, "took", d)
+	}
 	if res.Upserted > 0 || res.Removed > 0 || len(res.Failed) > 0 {
-		a.Log.Info("synced", "frontends", len(state), "upserted", res.Upserted, "removed", res.Removed,
-			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "took", d)
+		a.Log.Info("synced", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed,
+			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "full", r.full, "took", d)
 	}
 	if res.SocketErr != nil {
 		a.Log.Warn("destroying sockets of removed backends", "err", res.SocketErr)

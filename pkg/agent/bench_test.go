@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -45,21 +46,41 @@ func bigSnapshot(n int) servicemap.Input {
 }
 
 // BenchmarkSyncOneChange is the agent's side of one EndpointSlice change
-// with N Services in place (the datapath is a no-op here).
+// with N Services in place (the datapath only records the delta): it
+// should not grow with N.
 func BenchmarkSyncOneChange(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			src := newFakeSource()
-			src.in = bigSnapshot(n)
-			a := &Agent{Source: src, Datapath: nopApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			in := bigSnapshot(n)
+			src := newFakeTracked(in)
+			a := &Agent{Source: src, Datapath: &deltaApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Health: NewHealth(time.Minute), Metrics: NewMetrics(), started: time.Now()}
-			a.sync()
+			a.sync(true)
+			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				sl := src.in.Slices[i%n].DeepCopy()
+				sl := in.Slices[i%n].DeepCopy()
 				sl.ResourceVersion = fmt.Sprint(i + 2)
-				src.in.Slices[i%n] = sl
-				a.sync()
+				sl.Endpoints = sl.Endpoints[:1+i%10]
+				nn := types.NamespacedName{Namespace: sl.Namespace, Name: sl.Labels[discoveryv1.LabelServiceName]}
+				src.put(nn, servicemap.ServiceObjects{Service: in.Services[i%n], Slices: []*discoveryv1.EndpointSlice{sl}})
+				a.sync(false)
+			}
+		})
+	}
+}
+
+// BenchmarkFullSync is the periodic resync (and the first sync) at N
+// Services: a rebuild of every Service and a diff of every frontend.
+func BenchmarkFullSync(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			src := newFakeTracked(bigSnapshot(n))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				a := &Agent{Source: src, Datapath: &deltaApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+					Health: NewHealth(time.Minute), Metrics: NewMetrics(), started: time.Now()}
+				a.sync(true)
 			}
 		})
 	}
