@@ -110,4 +110,3 @@ func cmpString(a, b string) int {
 	}
 	return 0
 }
-
