@@ -119,6 +119,9 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	for resource, inf := range map[string]cache.SharedIndexInformer{
 		"services": svcs, "endpointslices": slices, "nodes": nodes,
 	} {
+		if err := inf.SetTransform(trim); err != nil {
+			return nil, fmt.Errorf("setting the %s transform: %w", resource, err)
+		}
 		if err := inf.SetWatchErrorHandlerWithContext(s.watchErrors(resource)); err != nil {
 			return nil, fmt.Errorf("setting the %s watch error handler: %w", resource, err)
 		}
