@@ -44,6 +44,7 @@ type Tracker struct {
 	checks       []HealthCheck
 	checksOld    bool
 	totals       Totals
+	services     int
 }
 
 // ServiceObjects is one Service and the EndpointSlices labelled with its
@@ -110,15 +111,7 @@ func (t *Tracker) State() State { return t.state }
 func (t *Tracker) Totals() Totals { return t.totals }
 
 // Services counts the Services the tracker holds.
-func (t *Tracker) Services() int {
-	n := 0
-	for _, e := range t.entries {
-		if e.svc != nil {
-			n++
-		}
-	}
-	return n
-}
+func (t *Tracker) Services() int { return t.services }
 
 // Full rebuilds everything from a snapshot, as Build does. A Service whose
 // objects are the same (pointer identity, as for Cache) under the same
@@ -129,6 +122,7 @@ func (t *Tracker) Full(in Input) (State, []Problem) {
 	reuse := t.started && tb.fp == t.fp
 	old := t.entries
 	t.entries = make(map[types.NamespacedName]*trackEntry, len(in.Services))
+	t.services = 0
 	t.withProblems = map[types.NamespacedName]bool{}
 	t.withChecks = map[types.NamespacedName]bool{}
 
@@ -256,6 +250,9 @@ func (t *Tracker) put(nn types.NamespacedName, e *trackEntry) {
 		t.entries = map[types.NamespacedName]*trackEntry{}
 	}
 	t.entries[nn] = e
+	if e.svc != nil {
+		t.services++
+	}
 	if len(e.problems) > 0 {
 		t.withProblems[nn] = true
 		t.problemsOld = true
@@ -274,6 +271,9 @@ func (t *Tracker) drop(nn types.NamespacedName) {
 	if t.withChecks[nn] {
 		delete(t.withChecks, nn)
 		t.checksOld = true
+	}
+	if e := t.entries[nn]; e != nil && e.svc != nil {
+		t.services--
 	}
 	delete(t.entries, nn)
 }

@@ -82,6 +82,9 @@ func checkTracker(t *testing.T, run, step int, in Input, tr *Tracker, st State, 
 	if hc := HealthChecks(in); !reflect.DeepEqual(hc, tr.HealthChecks()) && len(hc)+len(tr.HealthChecks()) > 0 {
 		t.Fatalf("run %d step %d: health checks differ:\nwant %+v\ngot  %+v", run, step, hc, tr.HealthChecks())
 	}
+	if n := len(unique(in).Services); tr.Services() != n {
+		t.Fatalf("run %d step %d: %d Services counted, want %d", run, step, tr.Services(), n)
+	}
 	tot := Totals{}
 	for _, fe := range st {
 		tot.Frontends++
