@@ -28,7 +28,7 @@ func bigSnapshot(n int) servicemap.Input {
 		svcName := fmt.Sprintf("svc-%d", i)
 		in.Services = append(in.Services, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svcName, ResourceVersion: "1", UID: "u"},
-			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
+			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.%d.%d.%d", 96+i/62500, (i/250)%250, i%250+1),
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 		})
 		sl := &discoveryv1.EndpointSlice{
