@@ -137,6 +137,12 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 
+		// The Tracker's full path is Build too, duplicates included.
+		var tr Tracker
+		if tst, tps := tr.Full(in); !statesEqual(st, tst) || !slices.Equal(renderProblems(ps), renderProblems(tps)) {
+			t.Fatalf("Tracker.Full differs from Build:\n%q\n%q\n%q\n%q", render(st), render(tst), renderProblems(ps), renderProblems(tps))
+		}
+
 		// Only duplicate Service names make the result order-dependent
 		// (the first copy wins); slices of one name merge either way.
 		names := map[string]bool{}
