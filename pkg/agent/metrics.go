@@ -118,7 +118,7 @@ func NewMetrics() *Metrics {
 		}),
 		services: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_services",
-			Help: "Services seen in the last snapshot.",
+			Help: "Services the agent holds after the last sync.",
 		}),
 		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "socklb_sync_proxy_rules_no_local_endpoints_total",
