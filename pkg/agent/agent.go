@@ -1,6 +1,8 @@
-// Package agent wires a Source to the datapath: every change of the API
-// objects rebuilds the desired state with servicemap and applies it as a
-// diff. It also serves kube-proxy-style health and Prometheus metrics.
+// Package agent wires a Source to the datapath: a change of the API
+// objects recomputes the Services it touched (servicemap.Tracker) and
+// writes only the frontends that changed; the first sync, node changes
+// and an hourly resync rebuild everything. It also serves kube-proxy-style
+// health and Prometheus metrics.
 package agent
 
 import (

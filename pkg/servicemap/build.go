@@ -29,18 +29,8 @@ const (
 // except when two objects share a namespace/name (which an informer never
 // produces); then the first Service wins, and slices are merged.
 func Build(in Input) (State, []Problem) {
-	return build(in, nil)
-}
-
-// build is Build, with Services' results taken from cache when it is set.
-func build(in Input, cache *Cache) (State, []Problem) {
 	b := &builder{
 		node: nodeFromInput(in),
-	}
-	if cache != nil {
-		// The last build's size is the best guess for this one: sized
-		// maps and slices halve the cost of a sync at 10k Services.
-		b.offers = make([]offer, 0, cache.lastOffers)
 	}
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
@@ -62,22 +52,13 @@ func build(in Input, cache *Cache) (State, []Problem) {
 	if !slices.IsSortedFunc(svcs, byName) {
 		slices.SortStableFunc(svcs, byName)
 	}
-	node := b.nodeFingerprint()
 	for i, s := range svcs {
 		nn := nnOf(s.Namespace, s.Name)
 		if i > 0 && nn == nnOf(svcs[i-1].Namespace, svcs[i-1].Name) {
 			b.problem(kindService, nn, "appears more than once in the input; only the first copy is used, remove the duplicate")
 			continue
 		}
-		if cache != nil {
-			cache.addService(b, s, bySvc[nn], node)
-		} else {
-			b.addService(s, bySvc[nn])
-		}
-	}
-	if cache != nil {
-		cache.sweep()
-		cache.lastOffers = len(b.offers)
+		b.addService(s, bySvc[nn])
 	}
 	b.state = make(State, len(b.offers))
 	b.claimAll(b.offers)

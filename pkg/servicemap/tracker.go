@@ -114,8 +114,9 @@ func (t *Tracker) Totals() Totals { return t.totals }
 func (t *Tracker) Services() int { return t.services }
 
 // Full rebuilds everything from a snapshot, as Build does. A Service whose
-// objects are the same (pointer identity, as for Cache) under the same
-// node facts keeps its computed offers.
+// objects are the same (pointer identity) under the same
+// node facts keeps its computed offers: informer caches hand out a new
+// object for every change and never modify one in place.
 func (t *Tracker) Full(in Input) (State, []Problem) {
 	tb := newTrackBuilder(in)
 	nodeProblems := tb.problems
@@ -397,4 +398,10 @@ func groupSlices(in []*discoveryv1.EndpointSlice) map[types.NamespacedName][]*di
 
 func compareSlice(a, b *discoveryv1.EndpointSlice) int {
 	return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
+}
+
+// nodeFingerprint is every node fact addService reads; when it changes,
+// every Service is rebuilt.
+func (b *builder) nodeFingerprint() string {
+	return fmt.Sprint(b.node, b.nodeAddrs, b.ownAddrs, b.extCIDRs)
 }
