@@ -94,11 +94,13 @@ BENCH_SYNC_TIMEOUT ?= 5m
 # for a cost that grows with each change to show).
 BENCH_CHURN   ?= 10m
 BENCH_FLAGS   ?=
+# The run's name: its raw file is bench/results/<date>-<name>.json.
+BENCH_NAME    ?=
 BENCH_OUT     ?= bench/results
 BENCH_MD      ?= BENCHMARKS.md
 
 bench: e2e-tools
-	$(GO) run ./bench/cmd/socklb-bench --sizes $(BENCH_SIZES) --rounds $(BENCH_ROUNDS) --changes $(BENCH_CHANGES) --connects 5000 --udp 10000 --sync-timeout $(BENCH_SYNC_TIMEOUT) --churn $(BENCH_CHURN) --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/socklb-bench --sizes $(BENCH_SIZES) --rounds $(BENCH_ROUNDS) --changes $(BENCH_CHANGES) --connects 5000 --udp 10000 --sync-timeout $(BENCH_SYNC_TIMEOUT) --churn $(BENCH_CHURN) --out $(BENCH_OUT) --name "$(BENCH_NAME)" $(BENCH_FLAGS)
 	$(MAKE) bench-report
 
 # N=100, one round, a few changes: a few minutes once the tools are built.
@@ -106,7 +108,7 @@ bench: e2e-tools
 # through bench-ci, into a scratch directory, so that the committed results
 # stay those of the last real run.
 bench-smoke: e2e-tools
-	$(GO) run ./bench/cmd/socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s --connects 1000 --udp 2000 --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s --connects 1000 --udp 2000 --out $(BENCH_OUT) --name "$(or $(BENCH_NAME),smoke)" $(BENCH_FLAGS)
 	$(MAKE) bench-report
 
 # BENCHMARKS.md and the PNG plots from $(BENCH_OUT)/latest.json. The plotting

@@ -1,9 +1,11 @@
-// Package agent wires a Source to the datapath: every change of the API
-// objects rebuilds the desired state with servicemap and applies it as a
-// diff. New builds its own kube-proxy-style health, Prometheus metrics and
-// per-Service health checks; it is the one place that logs and counts the
-// problems sources and servicemap find. It never touches the kernel
-// itself: the datapath does, and host reads the node's facts.
+// Package agent wires a Source to the datapath: a change of the API
+// objects recomputes the Services it touched (servicemap.Tracker) and
+// writes only the frontends that changed; the first sync, node changes
+// and an hourly resync rebuild everything. New builds its own
+// kube-proxy-style health, Prometheus metrics and per-Service health
+// checks; it is the one place that logs and counts the problems sources
+// and servicemap find. It never touches the kernel itself: the datapath
+// does, and host reads the node's facts.
 package agent
 
 import (
@@ -40,6 +42,10 @@ const (
 	DefaultRetryMax = 30 * time.Second
 )
 
+// DefaultResyncPeriod is kube-proxy's FullSyncPeriod
+// (pkg/proxy/util/utils.go): one hour.
+const DefaultResyncPeriod = time.Hour
+
 // Agent runs the sync loop. Build it with New.
 type Agent struct {
 	cfg     Config
@@ -49,8 +55,9 @@ type Agent struct {
 	// closeHealthChecks stops the health check server New made, if any.
 	closeHealthChecks func()
 
-	// cache keeps each unchanged Service's result between syncs.
-	cache servicemap.Cache
+	// tracker holds the desired state between syncs: a change costs the
+	// Services it touched.
+	tracker servicemap.Tracker
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
@@ -110,12 +117,19 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 		retryC  <-chan time.Time
 		backoff = retryMin
 	)
+	period := a.cfg.ResyncPeriod
+	if period <= 0 {
+		period = DefaultResyncPeriod
+	}
+	resync := time.NewTicker(period)
+	defer resync.Stop()
 	defer func() {
 		if retry != nil {
 			retry.Stop()
 		}
 	}()
 	for {
+		full := false
 		select {
 		case <-ctx.Done():
 			return nil
@@ -126,12 +140,14 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 			return nil
 		case <-kick:
 		case <-retryC:
+		case <-resync.C:
+			full = true
 		}
 		if retry != nil {
 			retry.Stop()
 			retry, retryC = nil, nil
 		}
-		if a.sync() {
+		if a.sync(full) {
 			backoff = retryMin
 			continue
 		}
@@ -149,41 +165,41 @@ func (a *Agent) pendingChanges() changeCount {
 	if a.src == nil {
 		return changeCount{}
 	}
+	if t, ok := a.src.(source.Tracked); ok {
+		svcs, slices := t.Pending()
+		return changeCount{services: svcs, slices: slices}
+	}
 	return countChanges(a.seen, versionsOf(a.src.Snapshot()))
 }
 
-// sync applies the current snapshot and reports whether every frontend
-// was programmed.
-func (a *Agent) sync() bool {
-	a.snapMu.Lock()
+// sync applies what changed (everything when full) and reports whether
+// every frontend was programmed.
+func (a *Agent) sync(full bool) bool {
 	start := time.Now()
-	in := a.withNodeFacts(a.src.Snapshot())
-	cur := versionsOf(in)
-	a.metrics.checkedOut(countChanges(a.seen, cur))
-	triggers := triggerTimes(in, a.seen, a.started)
-	a.seen = cur
-	a.snapMu.Unlock()
-
-	state, problems := a.cache.Build(in)
-	a.reportProblems(problems)
-	res := a.cfg.Datapath.Apply(state)
-	a.reportFailures(state, res)
+	r := a.read(full)
+	a.metrics.checkedOut(r.changes)
+	a.reportProblems(r.problems)
+	res := a.apply(r)
+	a.reportFailures(r.state, res)
 	done := time.Now()
 	d := done.Sub(start)
 
-	a.cfg.HealthChecks.Sync(servicemap.HealthChecks(in))
-	a.observeProgramming(triggers, state, res, done)
-	a.health.SyncNode(in.ThisNode())
+	a.cfg.HealthChecks.Sync(r.checks)
+	a.observeProgramming(r.triggers, r.state, res, done)
+	a.health.SyncNode(r.node)
 	ok := len(res.Failed) == 0
 	if ok {
 		a.health.Updated(start)
 	} else {
 		a.health.Failed(start)
 	}
-	a.metrics.observeSync(d, done, state, res, in)
+	a.metrics.observeSync(d, done, r.full, a.tracker.Totals(), r.state, res, a.tracker.Services())
+	if r.full && full {
+		a.log.Info("full resync", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed, "took", d)
+	}
 	if res.Upserted > 0 || res.Removed > 0 || len(res.Failed) > 0 {
-		a.log.Info("synced", "frontends", len(state), "upserted", res.Upserted, "removed", res.Removed,
-			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "took", d)
+		a.log.Info("synced", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed,
+			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "full", r.full, "took", d)
 	}
 	if res.SocketErr != nil {
 		a.log.Warn("destroying sockets of removed backends", "err", res.SocketErr)

@@ -10,6 +10,9 @@ import (
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
+	"github.com/socklb/socklb/pkg/source"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 type nopApplier struct{}
@@ -31,28 +34,53 @@ func bigSnapshot(n int) model.Input {
 }
 
 // BenchmarkSyncOneChange is the agent's side of one EndpointSlice change
-// with N Services in place (the datapath is a no-op here).
+// with N Services in place (the datapath only records the delta): it
+// should not grow with N.
 func BenchmarkSyncOneChange(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			src := newFakeSource()
-			src.in = bigSnapshot(n)
-			a, err := New(Config{Datapath: nopApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses})
-			if err != nil {
-				b.Fatal(err)
-			}
-			a.src, a.started = src, time.Now()
-			a.sync()
+			in := bigSnapshot(n)
+			src := newFakeTracked(in)
+			a := newBenchAgent(b, src)
+			a.sync(true)
+			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				sl := src.in.Slices[i%n].DeepCopy()
+				sl := in.Slices[i%n].DeepCopy()
 				sl.ResourceVersion = fmt.Sprint(i + 2)
-				src.in.Slices[i%n] = sl
-				a.sync()
+				sl.Endpoints = sl.Endpoints[:1+i%10]
+				nn := types.NamespacedName{Namespace: sl.Namespace, Name: sl.Labels[discoveryv1.LabelServiceName]}
+				src.put(nn, servicemap.ServiceObjects{Service: in.Services[i%n], Slices: []*discoveryv1.EndpointSlice{sl}})
+				a.sync(false)
 			}
 		})
 	}
+}
+
+// BenchmarkFullSync is the periodic resync (and the first sync) at N
+// Services: a rebuild of every Service and a diff of every frontend.
+func BenchmarkFullSync(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			src := newFakeTracked(bigSnapshot(n))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				a := newBenchAgent(b, src)
+				a.sync(true)
+			}
+		})
+	}
+}
+
+// newBenchAgent is an agent on src whose datapath only records deltas.
+func newBenchAgent(b *testing.B, src source.Source) *Agent {
+	a, err := New(Config{Datapath: &deltaApplier{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.src, a.started = src, time.Now()
+	return a
 }
 
 type nopHealthChecks struct{}

@@ -32,6 +32,9 @@ type Config struct {
 	// RetryMin and RetryMax bound the backoff of retries after a sync that
 	// failed to program some frontend; zero means the defaults.
 	RetryMin, RetryMax time.Duration
+	// ResyncPeriod is the safety net of a full rebuild and diff of every
+	// frontend, as kube-proxy's FullSyncPeriod; zero means the default.
+	ResyncPeriod time.Duration
 	// PerServiceMetrics exports the stats map per Service port (with Scrape).
 	PerServiceMetrics bool
 	// Version and Revision label socklb_build_info.

@@ -21,6 +21,8 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	syncDuration       prometheus.Histogram
+	syncFull           prometheus.Histogram
+	syncPartial        prometheus.Histogram
 	networkProgramming prometheus.Histogram
 	lastSync           prometheus.Gauge
 	lastQueued         prometheus.Gauge
@@ -66,6 +68,16 @@ func newMetrics(pending func() changeCount) *Metrics {
 			Help:    "Time to rebuild the desired state and apply it to the BPF maps (kubeproxy_sync_proxy_rules_duration_seconds).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
+		syncFull: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "socklb_sync_full_proxy_rules_duration_seconds",
+			Help:    "Syncs that rebuilt every Service and diffed every frontend: the first, node changes, the periodic resync (kubeproxy_sync_full_proxy_rules_duration_seconds).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		syncPartial: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "socklb_sync_partial_proxy_rules_duration_seconds",
+			Help:    "Syncs that recomputed and wrote only the Services a change touched (kubeproxy_sync_partial_proxy_rules_duration_seconds).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
 		networkProgramming: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "socklb_network_programming_duration_seconds",
 			Help: "From an EndpointSlice change (its endpoints.kubernetes.io/last-change-trigger-time annotation) " +
@@ -106,7 +118,7 @@ func newMetrics(pending func() changeCount) *Metrics {
 		}),
 		services: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_services",
-			Help: "Services seen in the last snapshot.",
+			Help: "Services the agent holds after the last sync.",
 		}),
 		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "socklb_sync_proxy_rules_no_local_endpoints_total",
@@ -169,7 +181,7 @@ func newMetrics(pending func() changeCount) *Metrics {
 	// The Go runtime and the process, as every Kubernetes component
 	// exports them: RSS, CPU, open files, goroutines, GC pauses.
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Registry.MustRegister(m.syncDuration, m.networkProgramming, m.lastSync, m.lastQueued,
+	m.Registry.MustRegister(m.syncDuration, m.syncFull, m.syncPartial, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
 		m.problems, m.problemsTotal, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
@@ -199,35 +211,33 @@ func (m *Metrics) checkedOut(c changeCount) {
 	m.endpointChanges.Add(float64(c.slices))
 }
 
-func (m *Metrics) observeSync(d time.Duration, done time.Time, state servicemap.State, res datapath.ApplyResult, in model.Input) {
+// observeSync reads the Tracker's totals, so it costs the failures, not
+// the frontends.
+func (m *Metrics) observeSync(d time.Duration, done time.Time, full bool, tot servicemap.Totals, state servicemap.State, res datapath.ApplyResult, services int) {
 	m.syncDuration.Observe(d.Seconds())
+	if full {
+		m.syncFull.Observe(d.Seconds())
+	} else {
+		m.syncPartial.Observe(d.Seconds())
+	}
 	if len(res.Failed) == 0 {
 		m.lastSync.Set(float64(done.UnixNano()) / 1e9)
 	}
-	m.frontends.Set(float64(len(state)))
-	var nb, pfe, pbe int
-	noLocal := map[string]map[string]bool{"internal": {}, "external": {}}
-	for k, fe := range state {
-		nb += len(fe.Backends)
-		if _, failed := res.Failed[k]; !failed {
-			pfe++
-			pbe += len(fe.Backends)
-		}
-		if fe.PolicyDrop {
-			policy := "external"
-			if fe.Kind == servicemap.KindClusterIP {
-				policy = "internal"
-			}
-			noLocal[policy][fe.Service.String()] = true
+	m.frontends.Set(float64(tot.Frontends))
+	pfe, pbe := tot.Frontends, tot.Backends
+	for k := range res.Failed {
+		if fe, ok := state[k]; ok {
+			pfe--
+			pbe -= len(fe.Backends)
 		}
 	}
-	m.backends.Set(float64(nb))
+	m.backends.Set(float64(tot.Backends))
 	m.programmedFE.Set(float64(pfe))
 	m.programmedBE.Set(float64(pbe))
-	for p, svcs := range noLocal {
-		m.noLocalEndpoints.WithLabelValues(p).Set(float64(len(svcs)))
+	for _, p := range []string{"internal", "external"} {
+		m.noLocalEndpoints.WithLabelValues(p).Set(float64(len(tot.NoLocal[p])))
 	}
-	m.services.Set(float64(len(in.Services)))
+	m.services.Set(float64(services))
 	m.upserts.Add(float64(res.Upserted))
 	m.removals.Add(float64(res.Removed))
 }

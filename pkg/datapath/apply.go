@@ -42,35 +42,66 @@ func (r ApplyResult) Err() error {
 
 // Apply makes the maps hold exactly want, touching only frontends that
 // differ from what is programmed. Each frontend is switched atomically:
-// readers see its old backend set or its new one, never a mix.
+// readers see its old backend set or its new one, never a mix. It walks
+// every frontend: the agent uses it for full syncs, ApplyDelta otherwise.
 func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
 	// Removals first: they free ids and map room the upserts may need.
-	for key, cur := range d.current {
-		if _, ok := want[key]; ok {
-			continue
+	for key := range d.current {
+		if _, ok := want[key]; !ok {
+			d.applyRemove(key, &res)
 		}
-		if err := d.remove(cur); err != nil {
-			res.Failed[key] = fmt.Errorf("removing %s (%s): %w", key, svcName(cur.Frontend), err)
-			continue
-		}
-		res.Removed++
 	}
 	for key, fe := range want {
-		if cur, ok := d.current[key]; ok && !cur.Broken && cur.Frontend.Equal(fe) {
-			continue
-		}
-		if err := d.upsert(fe); err != nil {
-			res.Failed[key] = fmt.Errorf("programming %s (Service %s, port %q): %w", key, fe.Service, fe.PortName, err)
-			continue
-		}
-		res.Upserted++
+		d.applyUpsert(key, fe, &res)
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	d.finishMigration(len(res.Failed) == 0)
 	return res
+}
+
+// ApplyDelta writes the frontends of delta and removes its keys, as Apply
+// would for a state differing from the programmed one by just that: the
+// cost is the change, whatever the number of frontends programmed.
+func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
+	for _, key := range delta.Remove {
+		if _, ok := delta.Upsert[key]; !ok {
+			d.applyRemove(key, &res)
+		}
+	}
+	for key, fe := range delta.Upsert {
+		d.applyUpsert(key, fe, &res)
+	}
+	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
+	return res
+}
+
+func (d *Datapath) applyRemove(key servicemap.FrontendKey, res *ApplyResult) {
+	cur, ok := d.current[key]
+	if !ok {
+		return
+	}
+	if err := d.remove(cur); err != nil {
+		res.Failed[key] = fmt.Errorf("removing %s (%s): %w", key, svcName(cur.Frontend), err)
+		return
+	}
+	res.Removed++
+}
+
+func (d *Datapath) applyUpsert(key servicemap.FrontendKey, fe servicemap.Frontend, res *ApplyResult) {
+	if cur, ok := d.current[key]; ok && !cur.Broken && cur.Frontend.Equal(fe) {
+		return
+	}
+	if err := d.upsert(fe); err != nil {
+		res.Failed[key] = fmt.Errorf("programming %s (Service %s, port %q): %w", key, fe.Service, fe.PortName, err)
+		return
+	}
+	res.Upserted++
 }
 
 // terminateRetired destroys the sockets connected to backends that left

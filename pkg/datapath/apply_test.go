@@ -174,3 +174,42 @@ func countKeys[K any](t *testing.T, m interface {
 		prev = k
 	}
 }
+
+// TestApplyDeltaTouchesOnlyItsKeys: a Delta writes and removes its own
+// frontends, leaves the others' generations alone, and ends where Apply of
+// the whole state would (a full Apply afterwards finds nothing to do).
+func TestApplyDeltaTouchesOnlyItsKeys(t *testing.T) {
+	d := openTest(t, Config{})
+	a := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80")
+	b := frontend("10.96.0.11", 80, servicemap.TCP, "10.244.2.1:80")
+	c := frontend("10.96.0.12", 53, servicemap.UDP, "10.244.3.1:53")
+	mustApply(t, d, state(a, b))
+
+	a2 := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.2:80", "10.244.1.3:80")
+	res := d.ApplyDelta(servicemap.Delta{Upsert: state(a2, c), Remove: []servicemap.FrontendKey{b.Key, c.Key}})
+	if len(res.Failed) != 0 || res.Upserted != 2 || res.Removed != 1 {
+		t.Fatalf("delta: %+v, want 2 upserted (a changed, c new), 1 removed (b; c is upserted, not removed)", res)
+	}
+	got := d.Programmed()
+	if _, ok := got[b.Key]; ok {
+		t.Errorf("b still programmed after its removal")
+	}
+	if got[a2.Key].Generation != 2 || got[c.Key].Generation != 1 {
+		t.Errorf("generations a=%d c=%d, want 2 and 1", got[a2.Key].Generation, got[c.Key].Generation)
+	}
+	if res := d.ApplyDelta(servicemap.Delta{Upsert: state(b)}); res.Upserted != 1 {
+		t.Fatalf("re-adding b: %+v", res)
+	}
+	if res := d.ApplyDelta(servicemap.Delta{Upsert: state(a2)}); res.Upserted != 0 {
+		t.Errorf("an unchanged frontend in a delta was rewritten: %+v", res)
+	}
+	if res := mustApply(t, d, state(a2, b, c)); res.Upserted != 0 || res.Removed != 0 {
+		t.Errorf("full Apply after the deltas still had work: %+v", res)
+	}
+	if n := countKeys[uint32](t, d.t.backends); n != 4 {
+		t.Errorf("backends map holds %d entries, want 4", n)
+	}
+	if n := countKeys[socklbbpf.SocklbSlotKey](t, d.t.slots); n != 4 {
+		t.Errorf("slots map holds %d entries, want 4", n)
+	}
+}

@@ -2,12 +2,11 @@ package servicemap
 
 import (
 	"fmt"
-	"net/netip"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/model"
 )
@@ -42,52 +41,25 @@ func BenchmarkBuild(b *testing.B) {
 	}
 }
 
-// BenchmarkBuildOneChange is a sync after one Service's slice changed, with
-// the Cache the agent keeps.
-func BenchmarkBuildOneChange(b *testing.B) {
+// BenchmarkTrackerOneChange is servicemap's side of one EndpointSlice
+// change with N Services in place: Tracker.Update of that Service alone.
+func BenchmarkTrackerOneChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		in := bigInput(n)
-		var c Cache
-		c.Build(in)
+		var tr Tracker
+		tr.Full(in)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				old := in.Slices[i%n]
-				changed := old.DeepCopy()
-				changed.Endpoints = changed.Endpoints[:9]
-				in.Slices[i%n] = changed
-				st, _ := c.Build(in)
-				if len(st[FrontendKey{Addr: netip.MustParseAddr(in.Services[i%n].Spec.ClusterIP), Port: 80, Proto: TCP}].Backends) != 9 {
-					b.Fatal("the change was not applied")
+				svc := in.Services[i%n]
+				changed := in.Slices[i%n].DeepCopy()
+				changed.Endpoints = changed.Endpoints[:9-(i/n)%2]
+				nn := nnOf(svc.Namespace, svc.Name)
+				d, _, ok := tr.Update(model.Input{NodeName: in.NodeName, Nodes: in.Nodes},
+					map[types.NamespacedName]ServiceObjects{nn: {Service: svc, Slices: []*discoveryv1.EndpointSlice{changed}}})
+				if !ok || len(d.Upsert) != 1 && i > 1 {
+					b.Fatalf("update %d: ok %v, %d frontends written", i, ok, len(d.Upsert))
 				}
-				in.Slices[i%n] = old
 			}
 		})
-	}
-}
-
-// TestCacheFollowsChanges: a Cache kept across a sequence of snapshots
-// gives, at every step, what a fresh Build gives.
-func TestCacheFollowsChanges(t *testing.T) {
-	in := bigInput(50)
-	var c Cache
-	steps := []func(){
-		func() {},
-		func() {
-			in.Slices[3] = v4("default/svc-3-abc", "svc-3", eports(eport("http", corev1.ProtocolTCP, 8080)), ready("10.9.9.9"))
-		},
-		func() { s := in.Services[4].DeepCopy(); s.Spec.Ports[0].Port = 81; in.Services[4] = s },
-		func() { in.Services = in.Services[1:] },
-		func() {
-			in.Slices = append(in.Slices, v4("default/svc-7-def", "svc-7", eports(eport("http", corev1.ProtocolTCP, 8080)), ready("10.9.9.10")))
-		},
-		func() { in.NodeName = "node-b" },
-	}
-	for i, step := range steps {
-		step()
-		want, wantP := Build(in)
-		got, gotP := c.Build(in)
-		if !statesEqual(want, got) || !slices.Equal(renderProblems(wantP), renderProblems(gotP)) {
-			t.Fatalf("step %d: cache differs from Build:\n%q\n%q", i, render(want), render(got))
-		}
 	}
 }

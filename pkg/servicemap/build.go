@@ -14,7 +14,7 @@ import (
 )
 
 // Build computes the desired datapath state from a snapshot of the API. It
-// never fails as a whole: an object it cannot use is reported as a Problem
+// never fails as a whole: an object it cannot use is reported as a model.Problem
 // and left out, and everything else is still programmed, because one bad
 // Service must not take the other Services of the node down with it.
 //
@@ -22,18 +22,8 @@ import (
 // except when two objects share a namespace/name (which an informer never
 // produces); then the first Service wins, and slices are merged.
 func Build(in model.Input) (State, []model.Problem) {
-	return build(in, nil)
-}
-
-// build is Build, with Services' results taken from cache when it is set.
-func build(in model.Input, cache *Cache) (State, []model.Problem) {
 	b := &builder{
 		node: nodeFromInput(in),
-	}
-	if cache != nil {
-		// The last build's size is the best guess for this one: sized
-		// maps and slices halve the cost of a sync at 10k Services.
-		b.offers = make([]offer, 0, cache.lastOffers)
 	}
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
@@ -55,22 +45,13 @@ func build(in model.Input, cache *Cache) (State, []model.Problem) {
 	if !slices.IsSortedFunc(svcs, byName) {
 		slices.SortStableFunc(svcs, byName)
 	}
-	node := b.nodeFingerprint()
 	for i, s := range svcs {
 		nn := nnOf(s.Namespace, s.Name)
 		if i > 0 && nn == nnOf(svcs[i-1].Namespace, svcs[i-1].Name) {
 			b.problem(model.KindService, nn, "appears more than once in the input; only the first copy is used, remove the duplicate")
 			continue
 		}
-		if cache != nil {
-			cache.addService(b, s, bySvc[nn], node)
-		} else {
-			b.addService(s, bySvc[nn])
-		}
-	}
-	if cache != nil {
-		cache.sweep()
-		cache.lastOffers = len(b.offers)
+		b.addService(s, bySvc[nn])
 	}
 	b.state = make(State, len(b.offers))
 	b.claimAll(b.offers)

@@ -1,6 +1,10 @@
 package servicemap
 
-import "github.com/socklb/socklb/pkg/model"
+import (
+	"fmt"
+
+	"github.com/socklb/socklb/pkg/model"
+)
 
 // offer is a frontend a Service asks for; claimAll decides who gets a key
 // that several ask for.
@@ -58,18 +62,25 @@ func (b *builder) claimAll(offers []offer) {
 
 // claim gives o's key to o unless an earlier offer holds it.
 func (b *builder) claim(owner map[FrontendKey]offer, o offer) {
-	key := o.fe.Key
-	prev, taken := owner[key]
+	prev, taken := owner[o.fe.Key]
 	if !taken {
-		owner[key] = o
-		b.state[key] = o.fe
+		owner[o.fe.Key] = o
+		b.state[o.fe.Key] = o.fe
 		return
 	}
+	if p, ok := lostClaim(prev, o); ok {
+		b.problems = append(b.problems, p)
+	}
+}
+
+// lostClaim is the model.Problem of offer o, which lost its key to prev; ok is
+// false when losing costs nothing (one service port's external frontends).
+func lostClaim(prev, o offer) (model.Problem, bool) {
 	if sameServicePort(prev, o) && prev.fe.Kind != KindClusterIP && o.fe.Kind != KindClusterIP {
 		// Say an LB IP also listed in externalIPs: both are external
 		// frontends of one service port, with the same backends, so
 		// nothing is lost and nothing needs fixing.
-		return
+		return model.Problem{}, false
 	}
 	why := "as the smaller namespace/name"
 	if prev.fe.Kind != o.fe.Kind {
@@ -77,8 +88,8 @@ func (b *builder) claim(owner map[FrontendKey]offer, o offer) {
 	} else if prev.fe.Service == o.fe.Service {
 		why = "as the earlier port"
 	}
-	b.problem(model.KindService, o.fe.Service, "%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
-		key, o.fe.Kind, o.label, prev.fe.Service, prev.label, prev.fe.Kind, why)
+	return model.Problem{Kind: model.KindService, Object: o.fe.Service, Reason: fmt.Sprintf("%s (%s, port %s) is also claimed by Service %s port %s (%s), which wins %s; this frontend is ignored, change the address or port of one of them",
+		o.fe.Key, o.fe.Kind, o.label, prev.fe.Service, prev.label, prev.fe.Kind, why)}, true
 }
 
 func sameServicePort(x, y offer) bool {

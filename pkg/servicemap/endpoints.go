@@ -113,14 +113,18 @@ func (b *builder) indexSlices(in []*discoveryv1.EndpointSlice) map[types.Namespa
 		}
 		svc := s.Labels[discoveryv1.LabelServiceName]
 		if svc == "" {
-			b.problem(model.KindEndpointSlice, nnOf(s.Namespace, s.Name),
-				"has no %q label, so it belongs to no Service and is ignored; label it with the name of its Service", discoveryv1.LabelServiceName)
+			b.unlabelled(s)
 			continue
 		}
 		nn := nnOf(s.Namespace, svc)
 		out[nn] = append(out[nn], s)
 	}
 	return out
+}
+
+func (b *builder) unlabelled(s *discoveryv1.EndpointSlice) {
+	b.problem(model.KindEndpointSlice, nnOf(s.Namespace, s.Name),
+		"has no %q label, so it belongs to no Service and is ignored; label it with the name of its Service", discoveryv1.LabelServiceName)
 }
 
 // parseSlices validates the slices of one Service. It runs only for Services

@@ -130,13 +130,10 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("HealthChecks modified its input")
 		}
 
-		// The cache gives what Build gives, cold and warm.
-		var c Cache
-		for round := 0; round < 2; round++ {
-			cst, cps := c.Build(in)
-			if !statesEqual(st, cst) || !slices.Equal(renderProblems(ps), renderProblems(cps)) {
-				t.Fatalf("Cache.Build round %d differs from Build:\n%q\n%q", round, render(st), render(cst))
-			}
+		// The Tracker's full path is Build too, duplicates included.
+		var tr Tracker
+		if tst, tps := tr.Full(in); !statesEqual(st, tst) || !slices.Equal(renderProblems(ps), renderProblems(tps)) {
+			t.Fatalf("Tracker.Full differs from Build:\n%q\n%q\n%q\n%q", render(st), render(tst), renderProblems(ps), renderProblems(tps))
 		}
 
 		// Only duplicate Service names make the result order-dependent

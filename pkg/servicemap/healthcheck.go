@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/model"
@@ -41,10 +42,7 @@ func HealthChecks(in model.Input) []HealthCheck {
 	}
 	b := &builder{node: nodeFromInput(in)}
 	bySvc := b.indexSlices(in.Slices)
-	filter := in.NodePortAddresses
-	if in.NodePortPrimary {
-		filter = append(slices.Clip(filter), primaryPrefixes(in.ThisNode())...)
-	}
+	filter := healthCheckFilter(in)
 	var out []HealthCheck
 	seen := map[types.NamespacedName]bool{}
 	for _, svc := range in.Services {
@@ -56,34 +54,56 @@ func HealthChecks(in model.Input) []HealthCheck {
 			continue
 		}
 		seen[nn] = true
-		vips, ok := b.clusterIPs(nn, &svc.Spec)
-		if !ok || len(b.servicePorts(nn, &svc.Spec)) == 0 {
-			continue
-		}
-		eps := b.parseSlices(bySvc[nn])
-		for _, vip := range vips {
-			out = append(out, HealthCheck{
-				Service:        nn,
-				IPv6:           vip.Is6(),
-				Port:           uint16(svc.Spec.HealthCheckNodePort),
-				Addrs:          healthCheckAddrs(filter, in.LocalAddresses, vip.Is6()),
-				LocalEndpoints: localReadyIPs(eps, vip.Is6(), b.node),
-			})
-		}
+		out = append(out, b.healthChecksOf(svc, bySvc[nn], filter, in.LocalAddresses)...)
 	}
-	slices.SortFunc(out, func(x, y HealthCheck) int {
-		if c := compareNN(x.Service, y.Service); c != 0 {
-			return c
-		}
-		if x.IPv6 == y.IPv6 {
-			return 0
-		}
-		if !x.IPv6 {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, compareHealthCheck)
 	return out
+}
+
+func healthCheckFilter(in model.Input) []netip.Prefix {
+	filter := in.NodePortAddresses
+	if in.NodePortPrimary {
+		filter = append(slices.Clip(filter), primaryPrefixes(in.ThisNode())...)
+	}
+	return filter
+}
+
+// healthChecksOf is one Service's listeners; the problems it meets are
+// left in b for the caller to drop (Build reports them).
+func (b *builder) healthChecksOf(svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice, filter []netip.Prefix, local []netip.Addr) []HealthCheck {
+	if !needsHealthCheck(svc) {
+		return nil
+	}
+	nn := nnOf(svc.Namespace, svc.Name)
+	vips, ok := b.clusterIPs(nn, &svc.Spec)
+	if !ok || len(b.servicePorts(nn, &svc.Spec)) == 0 {
+		return nil
+	}
+	eps := b.parseSlices(svcSlices)
+	var out []HealthCheck
+	for _, vip := range vips {
+		out = append(out, HealthCheck{
+			Service:        nn,
+			IPv6:           vip.Is6(),
+			Port:           uint16(svc.Spec.HealthCheckNodePort),
+			Addrs:          healthCheckAddrs(filter, local, vip.Is6()),
+			LocalEndpoints: localReadyIPs(eps, vip.Is6(), b.node),
+		})
+	}
+	return out
+}
+
+func compareHealthCheck(x, y HealthCheck) int {
+	if c := compareNN(x.Service, y.Service); c != 0 {
+		return c
+	}
+	if x.IPv6 == y.IPv6 {
+		return 0
+	}
+	if !x.IPv6 {
+		return -1
+	}
+	return 1
 }
 
 // needsHealthCheck is kube-proxy's NeedsHealthCheck (pkg/api/v1/service)

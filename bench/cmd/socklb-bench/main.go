@@ -55,6 +55,7 @@ type config struct {
 	churn          time.Duration
 	syncTimeout    time.Duration
 	out            string
+	name           string // the run's name: its raw file and its BENCHMARKS.md section
 	socklb         string
 	kubeProxy      string
 	tools          string
@@ -154,6 +155,7 @@ func benchMain() error {
 	flag.DurationVar(&cfg.churn, "churn", 10*time.Minute, "after the programming-latency changes, one endpoint change per second for this long, then the agent's RSS and CPU again (0: none)")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 15*time.Minute, "how long a dataplane may take to program all Services")
 	flag.StringVar(&cfg.out, "out", "bench/results", "results directory (relative to the module root)")
+	flag.StringVar(&cfg.name, "name", "", "name of this run (e.g. n10k-kube-proxy): its raw file is <date>-<name>.json (default: the sizes)")
 	flag.StringVar(&cfg.socklb, "socklb", "", "socklb binary (default: built from this module)")
 	flag.StringVar(&cfg.kubeProxy, "kube-proxy", "", "kube-proxy binary (default: from the tools directory)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the logs directory")
@@ -240,7 +242,10 @@ func benchMain() error {
 		return fmt.Errorf("objects: %w", err)
 	}
 
-	res := &Results{Machine: machine(cfg, cp), SocklbMaps: []MapMem{}, Churn: []Churn{}}
+	if cfg.name == "" {
+		cfg.name = "n" + strings.ReplaceAll(sizes, ",", "-")
+	}
+	res := &Results{Machine: machine(cfg, cp, root), SocklbMaps: []MapMem{}, Churn: []Churn{}}
 	for _, n := range cfg.sizes {
 		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
@@ -258,14 +263,14 @@ func benchMain() error {
 			res.Machine["notes"] = append(old, so.notes...)
 		}
 		// After every size, so that a long run keeps what it measured.
-		if err := write(root, cfg.out, res); err != nil {
+		if err := write(root, cfg.out, cfg.name, res); err != nil {
 			return err
 		}
 	}
 	if err := cp.Alive(); err != nil {
 		return err
 	}
-	return write(root, cfg.out, res)
+	return write(root, cfg.out, cfg.name, res)
 }
 
 // prepare builds the dataplane's lab, starts the dataplane alone and
@@ -596,8 +601,9 @@ func round1(v []float64) []float64 {
 	return out
 }
 
-func machine(cfg config, cp *cluster.ControlPlane) map[string]any {
+func machine(cfg config, cp *cluster.ControlPlane, root string) map[string]any {
 	m := map[string]any{
+		"run":                   cfg.name,
 		"date":                  time.Now().UTC().Format(time.RFC3339),
 		"go":                    runtime.Version(),
 		"cpus":                  runtime.NumCPU(),
@@ -636,11 +642,22 @@ func machine(cfg config, cp *cluster.ControlPlane) map[string]any {
 	if out, err := exec.Command(cfg.socklb, "version").Output(); err == nil {
 		m["socklb"] = strings.TrimSpace(string(out))
 	}
+	// The commit the harness and socklb were built from, recorded by the
+	// run itself so that no figure is attributed to a commit by hand; a
+	// dirty tree says so.
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output(); err == nil {
+		m["git_commit"] = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+		m["git_dirty"] = len(strings.TrimSpace(string(out))) > 0
+	}
 	_ = cp
 	return m
 }
 
-func write(root, out string, res *Results) error {
+// write saves the run as <date>-<name>.json, its own raw file that no
+// other run overwrites, and as latest.json, which bench/report reads.
+func write(root, out, name string, res *Results) error {
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(root, out)
 	}
@@ -652,7 +669,7 @@ func write(root, out string, res *Results) error {
 		return err
 	}
 	b = append(b, '\n')
-	dated := filepath.Join(out, time.Now().UTC().Format("2006-01-02")+".json")
+	dated := filepath.Join(out, time.Now().UTC().Format("2006-01-02")+"-"+name+".json")
 	for _, p := range []string{dated, filepath.Join(out, "latest.json")} {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return err

@@ -26,6 +26,9 @@ current-context: x
 	if cfg.Host != "https://127.0.0.1:6443" {
 		t.Errorf("Host = %q", cfg.Host)
 	}
+	if cfg.ContentType != "application/vnd.kubernetes.protobuf" || !strings.HasPrefix(cfg.AcceptContentTypes, "application/vnd.kubernetes.protobuf,") {
+		t.Errorf("content types %q / %q, want protobuf as kube-proxy", cfg.ContentType, cfg.AcceptContentTypes)
+	}
 }
 
 func TestRESTConfigErrors(t *testing.T) {

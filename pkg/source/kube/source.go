@@ -49,12 +49,17 @@ type Source struct {
 	slices      discoverylisters.EndpointSliceLister
 	nodes       corelisters.NodeLister
 	changes     signal
+	tracked     *changes
+	sliceIndex  cache.Indexer
+	// handlersSynced: the handlers have seen the initial lists, so the
+	// first Checkout holds them.
+	handlersSynced []cache.InformerSynced
 
 	reportMu sync.Mutex // Report is never called concurrently
 	reportFn model.ReportFunc
 }
 
-var _ source.Source = (*Source)(nil)
+var _ source.Tracked = (*Source)(nil)
 
 // New sets up the informers; they start with Run.
 func New(client kubernetes.Interface, cfg Config) (*Source, error) {
@@ -74,6 +79,7 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 		svcSelector: labels.NewSelector().Add(*notProxied),
 		epsSelector: labels.NewSelector().Add(*notHeadless),
 		changes:     newSignal(),
+		tracked:     newChanges(),
 		reportFn:    cfg.Report,
 	}
 	// Resync 0: periodic resyncs would only replay the cache and wake the
@@ -90,7 +96,7 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	})
 	slices := s.factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byServiceIndex: byService},
 			func(o *metav1.ListOptions) { o.LabelSelector = s.epsSelector.String() })
 	})
 	// Only our own Node: watching all of them would wake every agent of the
@@ -105,20 +111,22 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	s.services = corelisters.NewServiceLister(svcs.GetIndexer())
 	s.slices = discoverylisters.NewEndpointSliceLister(slices.GetIndexer())
 	s.nodes = corelisters.NewNodeLister(nodes.GetIndexer())
+	s.sliceIndex = slices.GetIndexer()
 
 	for resource, inf := range map[string]cache.SharedIndexInformer{
 		"services": svcs, "endpointslices": slices, "nodes": nodes,
 	} {
+		if err := inf.SetTransform(trim); err != nil {
+			return nil, fmt.Errorf("setting the %s transform: %w", resource, err)
+		}
 		if err := inf.SetWatchErrorHandlerWithContext(s.watchErrors(resource)); err != nil {
 			return nil, fmt.Errorf("setting the %s watch error handler: %w", resource, err)
 		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.changes.poke() },
-			UpdateFunc: func(any, any) { s.changes.poke() },
-			DeleteFunc: func(any) { s.changes.poke() },
-		}); err != nil {
+		reg, err := inf.AddEventHandler(s.tracked.handlers(resource, s.changes.poke))
+		if err != nil {
 			return nil, fmt.Errorf("adding the %s event handler: %w", resource, err)
 		}
+		s.handlersSynced = append(s.handlersSynced, reg.HasSynced)
 	}
 	return s, nil
 }
@@ -137,6 +145,9 @@ func (s *Source) Run(ctx context.Context, changed func()) error {
 			return nil
 		}
 		return fmt.Errorf("waiting for the informer caches to sync: %w", res.Err)
+	}
+	if !cache.WaitForCacheSync(runCtx.Done(), s.handlersSynced...) {
+		return nil
 	}
 	// The first snapshot already holds everything the initial lists added.
 	s.changes.drain()

@@ -1,0 +1,409 @@
+package servicemap
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
+)
+
+// Tracker keeps the desired state between syncs so that a change costs
+// the Services it touches, not the cluster: Update recomputes only the
+// Services it is handed, re-decides only the frontend keys they offered
+// before or offer now, and returns just the frontends that changed.
+// kube-proxy's ServiceChangeTracker and EndpointsChangeTracker hand its
+// proxier the changed objects too, but the proxier then writes every rule
+// again; here the output is a Delta the datapath applies as it is.
+//
+// Full is the reference path: it rebuilds everything from a snapshot, and
+// after Full or any sequence of Updates the state, the problems and the
+// health checks equal what Build and HealthChecks give for the same
+// objects (TestTrackerMatchesBuild). Cross-Service effects stay exact:
+// two Services offering one key are re-decided whenever either changes
+// (claim.go's order), and a change of the node facts every Service reads
+// makes Update refuse, so the caller runs Full.
+//
+// The zero Tracker is ready to use; it is not safe for concurrent use.
+type Tracker struct {
+	fp      string // the node facts the entries were computed with
+	started bool
+	entries map[types.NamespacedName]*trackEntry
+	// claims lists, per key, every offer for it, as (Service, offer index).
+	claims map[FrontendKey][]claimRef
+	state  State
+
+	nodeProblems []model.Problem
+	withProblems map[types.NamespacedName]bool
+	problems     []model.Problem
+	problemsOld  bool
+	withChecks   map[types.NamespacedName]bool
+	checks       []HealthCheck
+	checksOld    bool
+	totals       Totals
+	services     int
+}
+
+// ServiceObjects is one Service and the EndpointSlices labelled with its
+// name. A nil Service is a Service that is gone (or not proxied); slices
+// under a name with an empty Name are the namespace's slices that lack the
+// kubernetes.io/service-name label.
+type ServiceObjects struct {
+	Service *corev1.Service
+	Slices  []*discoveryv1.EndpointSlice
+}
+
+// Delta is what one Update changed: frontends to write, keys to remove.
+type Delta struct {
+	Upsert State
+	Remove []FrontendKey
+}
+
+// Totals are the state's sizes, kept as it changes so metrics need not
+// walk every frontend.
+type Totals struct {
+	Frontends, Backends int
+	// NoLocal counts, per traffic policy ("internal", "external"),
+	// the Services with a frontend whose policy leaves no endpoint here.
+	NoLocal map[string]map[types.NamespacedName]int
+}
+
+type trackEntry struct {
+	svc      *corev1.Service
+	slices   []*discoveryv1.EndpointSlice
+	offers   []offer
+	problems []model.Problem       // from the Service's own objects
+	lost     map[int]model.Problem // offer index -> why it lost its key
+	checks   []HealthCheck
+}
+
+type claimRef struct {
+	svc types.NamespacedName
+	idx int
+}
+
+// trackBuilder is a builder holding the node facts, and what else the
+// per-Service computations read.
+type trackBuilder struct {
+	*builder
+	fp         string
+	hcFilter   []netip.Prefix
+	localAddrs []netip.Addr
+}
+
+func newTrackBuilder(in model.Input) trackBuilder {
+	b := &builder{node: nodeFromInput(in)}
+	b.nodeAddrs = b.nodePortAddresses(in)
+	b.ownAddrs = ownAddresses(in)
+	b.extCIDRs = in.ExternalIPCIDRs
+	tb := trackBuilder{builder: b, hcFilter: healthCheckFilter(in), localAddrs: in.LocalAddresses}
+	tb.fp = b.nodeFingerprint() + fmt.Sprint(tb.hcFilter, tb.localAddrs)
+	return tb
+}
+
+// State is the current desired state; the caller must not modify it.
+func (t *Tracker) State() State { return t.state }
+
+// Totals are the current state's sizes; the caller must not modify them.
+func (t *Tracker) Totals() Totals { return t.totals }
+
+// Services counts the Services the tracker holds.
+func (t *Tracker) Services() int { return t.services }
+
+// Full rebuilds everything from a snapshot, as Build does. A Service whose
+// objects are the same (pointer identity) under the same
+// node facts keeps its computed offers: informer caches hand out a new
+// object for every change and never modify one in place.
+func (t *Tracker) Full(in model.Input) (State, []model.Problem) {
+	tb := newTrackBuilder(in)
+	nodeProblems := tb.problems
+	reuse := t.started && tb.fp == t.fp
+	old := t.entries
+	t.entries = make(map[types.NamespacedName]*trackEntry, len(in.Services))
+	t.services = 0
+	t.withProblems = map[types.NamespacedName]bool{}
+	t.withChecks = map[types.NamespacedName]bool{}
+
+	svcs := map[types.NamespacedName]*corev1.Service{}
+	dups := map[types.NamespacedName]int{}
+	for _, s := range in.Services {
+		if s == nil {
+			continue
+		}
+		nn := nnOf(s.Namespace, s.Name)
+		if _, ok := svcs[nn]; ok {
+			dups[nn]++
+			continue
+		}
+		svcs[nn] = s
+	}
+	groups := groupSlices(in.Slices)
+	for nn := range groups {
+		if _, ok := svcs[nn]; !ok {
+			svcs[nn] = nil
+		}
+	}
+	for nn, svc := range svcs {
+		var e *trackEntry
+		if prev := old[nn]; reuse && prev != nil && prev.svc == svc && slices.Equal(prev.slices, groups[nn]) {
+			e = &trackEntry{svc: prev.svc, slices: prev.slices, offers: prev.offers, problems: prev.problems, checks: prev.checks}
+		} else {
+			e = tb.compute(nn, svc, groups[nn])
+		}
+		for range dups[nn] {
+			// After the first copy's own problems, as Build reports it.
+			e.problems = append(slices.Clip(e.problems), model.Problem{Kind: model.KindService, Object: nn,
+				Reason: "appears more than once in the input; only the first copy is used, remove the duplicate"})
+		}
+		t.put(nn, e)
+	}
+
+	t.fp, t.started = tb.fp, true
+	t.nodeProblems = nodeProblems
+	t.claims = make(map[FrontendKey][]claimRef, len(t.entries))
+	touched := make(map[FrontendKey]bool, len(t.entries))
+	for nn, e := range t.entries {
+		for i, o := range e.offers {
+			t.claims[o.fe.Key] = append(t.claims[o.fe.Key], claimRef{nn, i})
+			touched[o.fe.Key] = true
+		}
+	}
+	t.state = make(State, len(touched))
+	t.totals = Totals{NoLocal: map[string]map[types.NamespacedName]int{}}
+	t.resolve(touched, nil)
+	t.problemsOld, t.checksOld = true, true
+	return t.state, t.Problems()
+}
+
+// Update recomputes the Services in changed (the Service and all its
+// slices, as they are now) and returns the frontends that changed. node
+// carries the node facts (its Services and Slices are not read); when
+// they differ from the last build's, or before the first Full, ok is
+// false and nothing was changed: call Full.
+func (t *Tracker) Update(node model.Input, changed map[types.NamespacedName]ServiceObjects) (d Delta, problems []model.Problem, ok bool) {
+	tb := newTrackBuilder(node)
+	if !t.started || tb.fp != t.fp {
+		return Delta{}, nil, false
+	}
+	if !slices.Equal(tb.problems, t.nodeProblems) {
+		t.nodeProblems = tb.problems
+		t.problemsOld = true
+	}
+	touched := map[FrontendKey]bool{}
+	for nn, objs := range changed {
+		if prev := t.entries[nn]; prev != nil {
+			for i, o := range prev.offers {
+				t.unclaim(o.fe.Key, claimRef{nn, i})
+				touched[o.fe.Key] = true
+			}
+			t.drop(nn)
+		}
+		sl := slices.DeleteFunc(slices.Clone(objs.Slices), func(s *discoveryv1.EndpointSlice) bool {
+			_, headless := s.Labels[corev1.IsHeadlessService]
+			return s == nil || headless
+		})
+		slices.SortStableFunc(sl, compareSlice)
+		e := tb.compute(nn, objs.Service, sl)
+		t.put(nn, e)
+		for i, o := range e.offers {
+			t.claims[o.fe.Key] = append(t.claims[o.fe.Key], claimRef{nn, i})
+			touched[o.fe.Key] = true
+		}
+	}
+	d = Delta{Upsert: State{}}
+	t.resolve(touched, &d)
+	return d, t.Problems(), true
+}
+
+// compute runs Build's per-Service work for one name.
+func (tb trackBuilder) compute(nn types.NamespacedName, svc *corev1.Service, sl []*discoveryv1.EndpointSlice) *trackEntry {
+	tb.offers, tb.problems = nil, nil
+	e := &trackEntry{svc: svc, slices: sl}
+	own := sl
+	if nn.Name == "" {
+		// Unlabelled slices belong to no Service, not even one named "".
+		for _, s := range sl {
+			tb.unlabelled(s)
+		}
+		own = nil
+	}
+	if svc != nil {
+		tb.addService(svc, own)
+	}
+	e.offers, e.problems = tb.offers, tb.problems
+	if svc != nil {
+		e.checks = tb.healthChecksOf(svc, own, tb.hcFilter, tb.localAddrs)
+	}
+	tb.offers, tb.problems = nil, nil
+	return e
+}
+
+// put stores e under nn, unless it holds nothing (slices of a Service
+// that does not exist yet).
+func (t *Tracker) put(nn types.NamespacedName, e *trackEntry) {
+	if e.svc == nil && len(e.offers) == 0 && len(e.problems) == 0 {
+		return
+	}
+	if t.entries == nil {
+		t.entries = map[types.NamespacedName]*trackEntry{}
+	}
+	t.entries[nn] = e
+	if e.svc != nil {
+		t.services++
+	}
+	if len(e.problems) > 0 {
+		t.withProblems[nn] = true
+		t.problemsOld = true
+	}
+	if len(e.checks) > 0 {
+		t.withChecks[nn] = true
+		t.checksOld = true
+	}
+}
+
+func (t *Tracker) drop(nn types.NamespacedName) {
+	if t.withProblems[nn] {
+		delete(t.withProblems, nn)
+		t.problemsOld = true
+	}
+	if t.withChecks[nn] {
+		delete(t.withChecks, nn)
+		t.checksOld = true
+	}
+	if e := t.entries[nn]; e != nil && e.svc != nil {
+		t.services--
+	}
+	delete(t.entries, nn)
+}
+
+func (t *Tracker) unclaim(key FrontendKey, r claimRef) {
+	refs := slices.DeleteFunc(t.claims[key], func(x claimRef) bool { return x == r })
+	if len(refs) == 0 {
+		delete(t.claims, key)
+		return
+	}
+	t.claims[key] = refs
+}
+
+func (t *Tracker) offerOf(r claimRef) offer { return t.entries[r.svc].offers[r.idx] }
+
+// resolve re-decides each key as claimAll does: the first offer in (kind
+// rank, namespace/name, offer index) order wins and every other one is
+// told why it lost. Changes go to d when it is set.
+func (t *Tracker) resolve(keys map[FrontendKey]bool, d *Delta) {
+	for key := range keys {
+		refs := t.claims[key]
+		if len(refs) == 0 {
+			if old, ok := t.state[key]; ok {
+				t.count(old, -1)
+				delete(t.state, key)
+				if d != nil {
+					d.Remove = append(d.Remove, key)
+				}
+			}
+			continue
+		}
+		if len(refs) > 1 {
+			slices.SortFunc(refs, func(a, b claimRef) int {
+				return cmp.Or(cmp.Compare(claimRank(t.offerOf(a).fe.Kind), claimRank(t.offerOf(b).fe.Kind)),
+					compareNN(a.svc, b.svc), cmp.Compare(a.idx, b.idx))
+			})
+		}
+		win := t.offerOf(refs[0])
+		t.setLost(refs[0], nil)
+		for _, r := range refs[1:] {
+			if p, ok := lostClaim(win, t.offerOf(r)); ok {
+				t.setLost(r, &p)
+			} else {
+				t.setLost(r, nil)
+			}
+		}
+		old, had := t.state[key]
+		if had && old.Equal(win.fe) {
+			continue
+		}
+		if had {
+			t.count(old, -1)
+		}
+		t.count(win.fe, 1)
+		t.state[key] = win.fe
+		if d != nil {
+			d.Upsert[key] = win.fe
+		}
+	}
+}
+
+func (t *Tracker) setLost(r claimRef, p *model.Problem) {
+	e := t.entries[r.svc]
+	cur, had := e.lost[r.idx]
+	switch {
+	case p == nil && !had:
+		return
+	case p == nil:
+		delete(e.lost, r.idx)
+	case had && cur == *p:
+		return
+	default:
+		if e.lost == nil {
+			e.lost = map[int]model.Problem{}
+		}
+		e.lost[r.idx] = *p
+	}
+	t.problemsOld = true
+	if len(e.problems) > 0 || len(e.lost) > 0 {
+		t.withProblems[r.svc] = true
+	} else {
+		delete(t.withProblems, r.svc)
+	}
+}
+
+func (t *Tracker) count(fe Frontend, sign int) {
+	t.totals.Frontends += sign
+	t.totals.Backends += sign * len(fe.Backends)
+	if !fe.PolicyDrop {
+		return
+	}
+	policy := "external"
+	if fe.Kind == KindClusterIP {
+		policy = "internal"
+	}
+	m := t.totals.NoLocal[policy]
+	if m == nil {
+		m = map[types.NamespacedName]int{}
+		t.totals.NoLocal[policy] = m
+	}
+	if m[fe.Service] += sign; m[fe.Service] <= 0 {
+		delete(m, fe.Service)
+	}
+}
+
+// groupSlices is indexSlices keeping the slices without a Service label,
+// under their namespace and an empty name.
+func groupSlices(in []*discoveryv1.EndpointSlice) map[types.NamespacedName][]*discoveryv1.EndpointSlice {
+	sorted := slices.DeleteFunc(slices.Clone(in), func(s *discoveryv1.EndpointSlice) bool { return s == nil })
+	slices.SortStableFunc(sorted, compareSlice)
+	out := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
+	for _, s := range sorted {
+		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
+			continue
+		}
+		nn := nnOf(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
+		out[nn] = append(out[nn], s)
+	}
+	return out
+}
+
+func compareSlice(a, b *discoveryv1.EndpointSlice) int {
+	return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
+}
+
+// nodeFingerprint is every node fact addService reads; when it changes,
+// every Service is rebuilt.
+func (b *builder) nodeFingerprint() string {
+	return fmt.Sprint(b.node, b.nodeAddrs, b.ownAddrs, b.extCIDRs)
+}

@@ -1,0 +1,218 @@
+package servicemap
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
+)
+
+// TestTrackerMatchesBuild: a Tracker fed random changes one Service at a
+// time (as an informer would: unique names, a slice relabelled dirties its
+// old and its new Service) holds, after every step, exactly what Build and
+// HealthChecks give from scratch, and its Deltas replayed on the previous
+// state give the new one. Node fact changes must make Update refuse.
+func TestTrackerMatchesBuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	randomInput := func() model.Input {
+		data := make([]byte, 200+rng.IntN(200))
+		for i := range data {
+			data[i] = byte(rng.IntN(256))
+		}
+		return decodeInput(data)
+	}
+	for run := 0; run < 300; run++ {
+		in := unique(randomInput())
+		var tr Tracker
+		st, ps := tr.Full(in)
+		checkTracker(t, run, -1, in, &tr, st, ps)
+		replayed := maps(st)
+		for step := 0; step < 20; step++ {
+			next, pool := in, randomInput()
+			next.Services, next.Slices = slices.Clone(in.Services), slices.Clone(in.Slices)
+			if rng.IntN(10) == 0 {
+				next.Nodes, next.NodeName, next.LocalAddresses = pool.Nodes, pool.NodeName, pool.LocalAddresses
+				next.NodePortAddresses, next.NodePortPrimary = pool.NodePortAddresses, pool.NodePortPrimary
+			}
+			for range 1 + rng.IntN(3) {
+				mutate(rng, &next, pool)
+			}
+			next = unique(next)
+			d, ps, ok := tr.Update(next, changedObjects(in, next))
+			if !ok {
+				if newTrackBuilder(next).fp == newTrackBuilder(in).fp {
+					t.Fatalf("run %d step %d: Update refused without a node change", run, step)
+				}
+				st, ps = tr.Full(next)
+				replayed = maps(st)
+			} else {
+				if newTrackBuilder(next).fp != newTrackBuilder(in).fp {
+					t.Fatalf("run %d step %d: Update accepted a node change", run, step)
+				}
+				for _, k := range d.Remove {
+					delete(replayed, k)
+				}
+				for k, fe := range d.Upsert {
+					replayed[k] = fe
+				}
+				st = tr.State()
+			}
+			checkTracker(t, run, step, next, &tr, st, ps)
+			if !statesEqual(replayed, st) {
+				t.Fatalf("run %d step %d: deltas replayed differ from the state:\n%q\n%q", run, step, render(replayed), render(st))
+			}
+			in = next
+		}
+	}
+}
+
+func checkTracker(t *testing.T, run, step int, in model.Input, tr *Tracker, st State, ps []model.Problem) {
+	t.Helper()
+	want, wantP := Build(in)
+	if !statesEqual(want, st) {
+		t.Fatalf("run %d step %d: state differs from Build:\nwant %q\ngot  %q", run, step, render(want), render(st))
+	}
+	if !slices.Equal(renderProblems(wantP), renderProblems(ps)) {
+		t.Fatalf("run %d step %d: problems differ from Build:\nwant %q\ngot  %q", run, step, renderProblems(wantP), renderProblems(ps))
+	}
+	if hc := HealthChecks(in); !reflect.DeepEqual(hc, tr.HealthChecks()) && len(hc)+len(tr.HealthChecks()) > 0 {
+		t.Fatalf("run %d step %d: health checks differ:\nwant %+v\ngot  %+v", run, step, hc, tr.HealthChecks())
+	}
+	if n := len(unique(in).Services); tr.Services() != n {
+		t.Fatalf("run %d step %d: %d Services counted, want %d", run, step, tr.Services(), n)
+	}
+	tot := Totals{}
+	for _, fe := range st {
+		tot.Frontends++
+		tot.Backends += len(fe.Backends)
+	}
+	if got := tr.Totals(); got.Frontends != tot.Frontends || got.Backends != tot.Backends {
+		t.Fatalf("run %d step %d: totals %+v, counted %+v", run, step, got, tot)
+	}
+}
+
+// unique keeps the first object of each name, as an informer holds one.
+func unique(in model.Input) model.Input {
+	seen := map[types.NamespacedName]bool{}
+	in.Services = slices.DeleteFunc(slices.Clone(in.Services), func(s *corev1.Service) bool {
+		if s == nil || seen[nnOf(s.Namespace, s.Name)] {
+			return true
+		}
+		seen[nnOf(s.Namespace, s.Name)] = true
+		return false
+	})
+	seenSl := map[types.NamespacedName]bool{}
+	in.Slices = slices.DeleteFunc(slices.Clone(in.Slices), func(s *discoveryv1.EndpointSlice) bool {
+		if s == nil || seenSl[nnOf(s.Namespace, s.Name)] {
+			return true
+		}
+		seenSl[nnOf(s.Namespace, s.Name)] = true
+		return false
+	})
+	return in
+}
+
+// mutate adds, replaces or deletes one object, taking new ones from pool.
+func mutate(rng *rand.Rand, in *model.Input, pool model.Input) {
+	switch rng.IntN(6) {
+	case 0:
+		if len(pool.Services) > 0 {
+			in.Services = append([]*corev1.Service{pool.Services[rng.IntN(len(pool.Services))]}, in.Services...)
+		}
+	case 1:
+		if len(in.Services) > 0 {
+			in.Services = slices.Delete(in.Services, 0, 1)
+		}
+	case 2, 3:
+		if len(pool.Slices) > 0 {
+			in.Slices = append([]*discoveryv1.EndpointSlice{pool.Slices[rng.IntN(len(pool.Slices))]}, in.Slices...)
+		}
+	case 4:
+		if len(in.Slices) > 0 {
+			i := rng.IntN(len(in.Slices))
+			in.Slices = slices.Delete(in.Slices, i, i+1)
+		}
+	case 5:
+		// Relabel a slice: it moves from one Service to another.
+		if len(in.Slices) > 0 && in.Slices[0] != nil {
+			s := in.Slices[0].DeepCopy()
+			if s.Labels == nil {
+				s.Labels = map[string]string{}
+			}
+			s.Labels[discoveryv1.LabelServiceName] = fzNames[rng.IntN(len(fzNames))]
+			in.Slices[0] = s
+		}
+	}
+}
+
+// changedObjects is what an informer-fed change tracker hands Update: every
+// Service name whose Service or any of whose slices (under the old label
+// or the new) differs between old and cur, with its objects in cur.
+func changedObjects(old, cur model.Input) map[types.NamespacedName]ServiceObjects {
+	dirty := map[types.NamespacedName]bool{}
+	oldSvc, curSvc := map[types.NamespacedName]*corev1.Service{}, map[types.NamespacedName]*corev1.Service{}
+	for _, s := range old.Services {
+		oldSvc[nnOf(s.Namespace, s.Name)] = s
+	}
+	for _, s := range cur.Services {
+		curSvc[nnOf(s.Namespace, s.Name)] = s
+	}
+	for nn, s := range curSvc {
+		if oldSvc[nn] != s {
+			dirty[nn] = true
+		}
+	}
+	for nn := range oldSvc {
+		if _, ok := curSvc[nn]; !ok {
+			dirty[nn] = true
+		}
+	}
+	owner := func(s *discoveryv1.EndpointSlice) types.NamespacedName {
+		return nnOf(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
+	}
+	oldSl, curSl := map[types.NamespacedName]*discoveryv1.EndpointSlice{}, map[types.NamespacedName]*discoveryv1.EndpointSlice{}
+	for _, s := range old.Slices {
+		oldSl[nnOf(s.Namespace, s.Name)] = s
+	}
+	for _, s := range cur.Slices {
+		curSl[nnOf(s.Namespace, s.Name)] = s
+	}
+	for nn, s := range curSl {
+		if o := oldSl[nn]; o != s {
+			dirty[owner(s)] = true
+			if o != nil {
+				dirty[owner(o)] = true
+			}
+		}
+	}
+	for nn, o := range oldSl {
+		if _, ok := curSl[nn]; !ok {
+			dirty[owner(o)] = true
+		}
+	}
+	out := map[types.NamespacedName]ServiceObjects{}
+	for nn := range dirty {
+		objs := ServiceObjects{Service: curSvc[nn]}
+		for _, s := range cur.Slices {
+			if owner(s) == nn {
+				objs.Slices = append(objs.Slices, s)
+			}
+		}
+		out[nn] = objs
+	}
+	return out
+}
+
+func maps(st State) State {
+	out := make(State, len(st))
+	for k, v := range st {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package kube
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/socklb/socklb/pkg/source"
+)
+
+// changes records what the informer events touched until the agent
+// checks them out. Handlers only take a lock and write a few map entries:
+// they must never stall the informers.
+type changes struct {
+	mu       sync.Mutex
+	services map[types.NamespacedName]bool
+	triggers map[types.NamespacedName][]time.Time
+	node     bool
+	// svcObjs and sliceObjs are the distinct objects changed.
+	svcObjs   map[types.NamespacedName]bool
+	sliceObjs map[types.NamespacedName]bool
+}
+
+func newChanges() *changes {
+	c := &changes{}
+	c.reset()
+	return c
+}
+
+func (c *changes) reset() {
+	c.services = map[types.NamespacedName]bool{}
+	c.triggers = map[types.NamespacedName][]time.Time{}
+	c.svcObjs = map[types.NamespacedName]bool{}
+	c.sliceObjs = map[types.NamespacedName]bool{}
+	c.node = false
+}
+
+func (c *changes) checkout() source.Changes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := source.Changes{Services: c.services, Triggers: c.triggers, Node: c.node,
+		ServiceObjects: len(c.svcObjs), SliceObjects: len(c.sliceObjs)}
+	c.reset()
+	return out
+}
+
+func (c *changes) pending() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.svcObjs), len(c.sliceObjs)
+}
+
+func (c *changes) service(obj any) {
+	s, ok := unwrap(obj).(*corev1.Service)
+	if !ok {
+		return
+	}
+	nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.services[nn] = true
+	c.svcObjs[nn] = true
+}
+
+// slice records a slice's add, update (old and new) or delete; trigger
+// is false for deletions, whose annotation dates from their last update.
+func (c *changes) slice(obj any, trigger bool) {
+	s, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	svc := sliceService(s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.services[svc] = true
+	c.sliceObjs[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = true
+	if !trigger {
+		return
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s.Annotations[corev1.EndpointsLastChangeTriggerTime]); err == nil {
+		c.triggers[svc] = append(c.triggers[svc], t)
+	}
+}
+
+func (c *changes) nodeChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.node = true
+}
+
+func (c *changes) handlers(kind string, poke func()) cache.ResourceEventHandlerFuncs {
+	var record func(obj any, trigger bool)
+	switch kind {
+	case "services":
+		record = func(obj any, _ bool) { c.service(obj) }
+	case "endpointslices":
+		record = c.slice
+	default:
+		record = func(any, bool) { c.nodeChanged() }
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { record(obj, true); poke() },
+		UpdateFunc: func(old, cur any) {
+			// The old object's Service too: a relabelled slice leaves it.
+			record(old, false)
+			record(cur, true)
+			poke()
+		},
+		DeleteFunc: func(obj any) { record(obj, false); poke() },
+	}
+}
+
+func unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
+// sliceService is the Service a slice belongs to; a slice without the
+// label gets an empty Name (servicemap reports it).
+func sliceService(s *discoveryv1.EndpointSlice) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+}

@@ -1,0 +1,81 @@
+package kube
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/socklb/socklb/pkg/model"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// TestTrimKeepsWhatIsRead: the transform drops managedFields, annotations
+// (but a slice's last-change-trigger-time) and a Node's images, and
+// servicemap builds the same state and health checks from the trimmed
+// objects as from the originals.
+func TestTrimKeepsWhatIsRead(t *testing.T) {
+	mf := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+	svc := service("web", map[string]string{"app": "web"}, 80)
+	svc.ManagedFields = mf
+	svc.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"}
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.HealthCheckNodePort = 30999
+	svc.Spec.Ports[0].NodePort = 30080
+	sl := slice("web-1", "web")
+	sl.ManagedFields = mf
+	when := time.Now().UTC().Format(time.RFC3339Nano)
+	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: when, "other": "x"}
+	sl.Ports = []discoveryv1.EndpointPort{{Name: ptr(""), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}}
+	sl.Endpoints[0].NodeName = ptr("n1")
+	sl.Endpoints[0].Conditions.Ready = ptr(true)
+	sl.Endpoints[0].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}}
+	// A second endpoint for another zone: the Node's zone label decides.
+	sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.2.12"}, NodeName: ptr("n2"),
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z2"}}}})
+	n := node("n1")
+	n.ManagedFields = mf
+	n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
+	n.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+	n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.5"}}
+	n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/big:1"}, SizeBytes: 1 << 30}}
+
+	before := model.Input{Services: []*corev1.Service{svc.DeepCopy()}, Slices: []*discoveryv1.EndpointSlice{sl.DeepCopy()},
+		Nodes: []*corev1.Node{n.DeepCopy()}, NodeName: "n1"}
+	for _, o := range []any{svc, sl, n} {
+		if _, err := trim(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if svc.ManagedFields != nil || svc.Annotations != nil || sl.ManagedFields != nil || n.ManagedFields != nil || n.Status.Images != nil || n.Annotations != nil {
+		t.Errorf("left what nobody reads: %+v %+v %+v", svc.ObjectMeta, sl.ObjectMeta, n)
+	}
+	if !reflect.DeepEqual(sl.Annotations, map[string]string{corev1.EndpointsLastChangeTriggerTime: when}) {
+		t.Errorf("slice annotations %v, want the trigger time alone", sl.Annotations)
+	}
+	after := before
+	after.Services, after.Slices, after.Nodes = []*corev1.Service{svc}, []*discoveryv1.EndpointSlice{sl}, []*corev1.Node{n}
+	st1, p1 := servicemap.Build(before)
+	st2, p2 := servicemap.Build(after)
+	for k, fe := range st1 {
+		if len(fe.Backends) != 1 {
+			t.Fatalf("test setup: %s has backends %v, want the one in zone z1", k, fe.Backends)
+		}
+	}
+	if len(st1) == 0 || !reflect.DeepEqual(st1, st2) || !reflect.DeepEqual(p1, p2) {
+		t.Errorf("Build differs after trim:\n%+v\n%+v", st1, st2)
+	}
+	if h1, h2 := servicemap.HealthChecks(before), servicemap.HealthChecks(after); len(h1) == 0 || !reflect.DeepEqual(h1, h2) {
+		t.Errorf("health checks differ after trim: %+v, %+v", h1, h2)
+	}
+	if !reflect.DeepEqual(n.Spec.Taints, before.Nodes[0].Spec.Taints) {
+		t.Errorf("taints (read by /healthz) lost")
+	}
+}
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,49 @@
+package source
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/model"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// Tracked is a Source that records which Services its events touched, so
+// the agent recomputes those alone (kube-proxy's ServiceChangeTracker and
+// EndpointsChangeTracker: pending changes per object key, checked out by
+// each sync). An EndpointSlice belongs to the Service its
+// kubernetes.io/service-name label names; a slice whose label changes
+// touches both Services.
+type Tracked interface {
+	Source
+	// Checkout returns what changed since the previous Checkout and
+	// forgets it. Call it before reading the objects: a change that lands
+	// after Checkout is then in the next one, never lost.
+	Checkout() Changes
+	// Pending counts the Services and EndpointSlices changed since the
+	// last Checkout, without forgetting them.
+	Pending() (services, slices int)
+	// ServiceObjects returns the Service named nn (nil when it is absent
+	// or not proxied) and the EndpointSlices labelled with its name, as
+	// the caches hold them now. A name with an empty Name is the
+	// namespace's slices that lack the label.
+	ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjects
+	// NodeInput is Snapshot without Services and Slices: the node facts
+	// every Service reads.
+	NodeInput() model.Input
+}
+
+// Changes is one checkout.
+type Changes struct {
+	// Services are the names whose Service or EndpointSlices changed.
+	Services map[types.NamespacedName]bool
+	// Triggers holds, per Service, the endpoints.kubernetes.io/
+	// last-change-trigger-time of each EndpointSlice added or updated.
+	Triggers map[types.NamespacedName][]time.Time
+	// Node is true when this node's Node object changed.
+	Node bool
+	// ServiceObjects and SliceObjects count the objects changed, as
+	// kube-proxy's *_changes_total count them.
+	ServiceObjects, SliceObjects int
+}
