@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/model"
@@ -156,44 +157,20 @@ func mutate(rng *rand.Rand, in *model.Input, pool model.Input) {
 // or the new) differs between old and cur, with its objects in cur.
 func changedObjects(old, cur model.Input) map[types.NamespacedName]ServiceObjects {
 	dirty := map[types.NamespacedName]bool{}
-	oldSvc, curSvc := map[types.NamespacedName]*corev1.Service{}, map[types.NamespacedName]*corev1.Service{}
-	for _, s := range old.Services {
-		oldSvc[nnOf(s.Namespace, s.Name)] = s
-	}
-	for _, s := range cur.Services {
-		curSvc[nnOf(s.Namespace, s.Name)] = s
-	}
-	for nn, s := range curSvc {
-		if oldSvc[nn] != s {
-			dirty[nn] = true
-		}
-	}
-	for nn := range oldSvc {
-		if _, ok := curSvc[nn]; !ok {
-			dirty[nn] = true
-		}
+	curSvc := byName(cur.Services)
+	for _, nn := range changedNames(byName(old.Services), curSvc) {
+		dirty[nn] = true
 	}
 	owner := func(s *discoveryv1.EndpointSlice) types.NamespacedName {
 		return nnOf(s.Namespace, s.Labels[discoveryv1.LabelServiceName])
 	}
-	oldSl, curSl := map[types.NamespacedName]*discoveryv1.EndpointSlice{}, map[types.NamespacedName]*discoveryv1.EndpointSlice{}
-	for _, s := range old.Slices {
-		oldSl[nnOf(s.Namespace, s.Name)] = s
-	}
-	for _, s := range cur.Slices {
-		curSl[nnOf(s.Namespace, s.Name)] = s
-	}
-	for nn, s := range curSl {
-		if o := oldSl[nn]; o != s {
-			dirty[owner(s)] = true
-			if o != nil {
-				dirty[owner(o)] = true
+	oldSl, curSl := byName(old.Slices), byName(cur.Slices)
+	for _, nn := range changedNames(oldSl, curSl) {
+		// A relabelled slice dirties its old Service and its new one.
+		for _, s := range []*discoveryv1.EndpointSlice{oldSl[nn], curSl[nn]} {
+			if s != nil {
+				dirty[owner(s)] = true
 			}
-		}
-	}
-	for nn, o := range oldSl {
-		if _, ok := curSl[nn]; !ok {
-			dirty[owner(o)] = true
 		}
 	}
 	out := map[types.NamespacedName]ServiceObjects{}
@@ -205,6 +182,32 @@ func changedObjects(old, cur model.Input) map[types.NamespacedName]ServiceObject
 			}
 		}
 		out[nn] = objs
+	}
+	return out
+}
+
+// byName indexes objects by namespace/name.
+func byName[T metav1.Object](objs []T) map[types.NamespacedName]T {
+	out := make(map[types.NamespacedName]T, len(objs))
+	for _, o := range objs {
+		out[nnOf(o.GetNamespace(), o.GetName())] = o
+	}
+	return out
+}
+
+// changedNames are the names added, removed or pointing at another object
+// between old and cur (informers hand out a new object for every change).
+func changedNames[T comparable](old, cur map[types.NamespacedName]T) []types.NamespacedName {
+	var out []types.NamespacedName
+	for nn, o := range cur {
+		if p, ok := old[nn]; !ok || p != o {
+			out = append(out, nn)
+		}
+	}
+	for nn := range old {
+		if _, ok := cur[nn]; !ok {
+			out = append(out, nn)
+		}
 	}
 	return out
 }
