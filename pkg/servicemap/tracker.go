@@ -3,6 +3,7 @@ package servicemap
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -32,6 +33,7 @@ import (
 // The zero Tracker is ready to use; it is not safe for concurrent use.
 type Tracker struct {
 	fp      string // the node facts the entries were computed with
+	coreFP  string // the part of fp every Service reads
 	started bool
 	entries map[types.NamespacedName]*trackEntry
 	// claims lists, per key, every offer for it, as (Service, offer index).
@@ -91,7 +93,8 @@ type claimRef struct {
 // per-Service computations read.
 type trackBuilder struct {
 	*builder
-	fp         string
+	fp         string // every node fact: coreFP and the addresses
+	coreFP     string // the node facts every Service reads
 	hcFilter   []netip.Prefix
 	localAddrs []netip.Addr
 }
@@ -102,7 +105,12 @@ func newTrackBuilder(in model.Input) trackBuilder {
 	b.ownAddrs = ownAddresses(in)
 	b.extCIDRs = in.ExternalIPCIDRs
 	tb := trackBuilder{builder: b, hcFilter: healthCheckFilter(in), localAddrs: in.LocalAddresses}
-	tb.fp = b.nodeFingerprint() + fmt.Sprint(tb.hcFilter, tb.localAddrs)
+	// The node's addresses change whenever a pod starts (its host-side
+	// veth gets an IPv6 link-local address), and only Services with
+	// NodePorts, externalIPs or health checks read them: they are kept
+	// apart so such a change recomputes those Services, not every one.
+	tb.coreFP = fmt.Sprint(b.node, b.extCIDRs)
+	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, tb.hcFilter, tb.localAddrs)
 	return tb
 }
 
@@ -163,7 +171,7 @@ func (t *Tracker) Full(in model.Input) (State, []model.Problem) {
 		t.put(nn, e)
 	}
 
-	t.fp, t.started = tb.fp, true
+	t.fp, t.coreFP, t.started = tb.fp, tb.coreFP, true
 	t.nodeProblems = nodeProblems
 	t.claims = make(map[FrontendKey][]claimRef, len(t.entries))
 	touched := make(map[FrontendKey]bool, len(t.entries))
@@ -187,8 +195,12 @@ func (t *Tracker) Full(in model.Input) (State, []model.Problem) {
 // false and nothing was changed: call Full.
 func (t *Tracker) Update(node model.Input, changed map[types.NamespacedName]ServiceObjects) (d Delta, problems []model.Problem, ok bool) {
 	tb := newTrackBuilder(node)
-	if !t.started || tb.fp != t.fp {
+	if !t.started || tb.coreFP != t.coreFP {
 		return Delta{}, nil, false
+	}
+	if tb.fp != t.fp {
+		changed = t.withAddressReaders(changed)
+		t.fp = tb.fp
 	}
 	if !slices.Equal(tb.problems, t.nodeProblems) {
 		t.nodeProblems = tb.problems
@@ -402,8 +414,29 @@ func compareSlice(a, b *discoveryv1.EndpointSlice) int {
 	return compareNN(nnOf(a.Namespace, a.Name), nnOf(b.Namespace, b.Name))
 }
 
-// nodeFingerprint is every node fact addService reads; when it changes,
-// every Service is rebuilt.
-func (b *builder) nodeFingerprint() string {
-	return fmt.Sprint(b.node, b.nodeAddrs, b.ownAddrs, b.extCIDRs)
+// withAddressReaders adds to changed, with their current objects, the
+// Services whose frontends, problems or health checks read the node's
+// addresses, for a change of those addresses alone.
+func (t *Tracker) withAddressReaders(changed map[types.NamespacedName]ServiceObjects) map[types.NamespacedName]ServiceObjects {
+	out := maps.Clone(changed)
+	for nn, e := range t.entries {
+		if _, ok := out[nn]; !ok && readsNodeAddresses(e.svc) {
+			out[nn] = ServiceObjects{Service: e.svc, Slices: e.slices}
+		}
+	}
+	return out
+}
+
+// readsNodeAddresses: NodePorts are served on the node's addresses,
+// externalIPs are captured only when they are one, and health checks
+// listen on them.
+func readsNodeAddresses(svc *corev1.Service) bool {
+	if svc == nil {
+		return false
+	}
+	if len(svc.Spec.ExternalIPs) > 0 || svc.Spec.HealthCheckNodePort != 0 ||
+		svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		return true
+	}
+	return slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.NodePort != 0 })
 }

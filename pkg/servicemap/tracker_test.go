@@ -33,13 +33,17 @@ func TestTrackerMatchesBuild(t *testing.T) {
 		var tr Tracker
 		st, ps := tr.Full(in)
 		checkTracker(t, run, -1, in, &tr, st, ps)
-		replayed := maps(st)
+		replayed := cloneState(st)
 		for step := 0; step < 20; step++ {
 			next, pool := in, randomInput()
 			next.Services, next.Slices = slices.Clone(in.Services), slices.Clone(in.Slices)
-			if rng.IntN(10) == 0 {
+			switch rng.IntN(10) {
+			case 0:
 				next.Nodes, next.NodeName, next.LocalAddresses = pool.Nodes, pool.NodeName, pool.LocalAddresses
 				next.NodePortAddresses, next.NodePortPrimary = pool.NodePortAddresses, pool.NodePortPrimary
+			case 1:
+				// The addresses alone, as when a pod's veth comes or goes.
+				next.LocalAddresses, next.NodePortAddresses = pool.LocalAddresses, pool.NodePortAddresses
 			}
 			for range 1 + rng.IntN(3) {
 				mutate(rng, &next, pool)
@@ -47,13 +51,13 @@ func TestTrackerMatchesBuild(t *testing.T) {
 			next = unique(next)
 			d, ps, ok := tr.Update(next, changedObjects(in, next))
 			if !ok {
-				if newTrackBuilder(next).fp == newTrackBuilder(in).fp {
+				if newTrackBuilder(next).coreFP == newTrackBuilder(in).coreFP {
 					t.Fatalf("run %d step %d: Update refused without a node change", run, step)
 				}
 				st, ps = tr.Full(next)
-				replayed = maps(st)
+				replayed = cloneState(st)
 			} else {
-				if newTrackBuilder(next).fp != newTrackBuilder(in).fp {
+				if newTrackBuilder(next).coreFP != newTrackBuilder(in).coreFP {
 					t.Fatalf("run %d step %d: Update accepted a node change", run, step)
 				}
 				for _, k := range d.Remove {
@@ -212,7 +216,7 @@ func changedNames[T comparable](old, cur map[types.NamespacedName]T) []types.Nam
 	return out
 }
 
-func maps(st State) State {
+func cloneState(st State) State {
 	out := make(State, len(st))
 	for k, v := range st {
 		out[k] = v
