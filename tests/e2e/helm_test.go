@@ -149,11 +149,27 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	// The ServiceMonitor goes through the API server like the rest, against
+	// prometheus-operator's own CRD: a render alone would pass a field the
+	// operator's schema does not have, and the operator would never see it.
 	t.Run("ServiceMonitor", func(t *testing.T) {
-		out := helmTemplate(t, "--set", "metrics.bindAddress=0.0.0.0,metrics.service.enabled=true,metrics.serviceMonitor.enabled=true")
+		installCRD(t, "monitoring.coreos.com_servicemonitors.yaml", "servicemonitors.monitoring.coreos.com")
+		out := helmTemplate(t, "--set", "metrics.bindAddress=0.0.0.0,metrics.service.enabled=true,metrics.serviceMonitor.enabled=true",
+			"--set", "metrics.serviceMonitor.labels.release=prometheus")
 		objs := objects(t, "chart", out)
 		if _, ok := objs["ServiceMonitor/socklb"]; !ok {
-			t.Errorf("no ServiceMonitor/socklb in %v", slices.Collect(maps.Keys(objs)))
+			t.Fatalf("no ServiceMonitor/socklb in %v", slices.Collect(maps.Keys(objs)))
+		}
+		f := filepath.Join(t.TempDir(), "chart.yaml")
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-f", f)
+		if err != nil {
+			t.Fatalf("the API server rejects the chart's render with the ServiceMonitor: %v\n%s", err, res)
+		}
+		if !strings.Contains(res, "servicemonitor.monitoring.coreos.com/socklb created (server dry run)") {
+			t.Errorf("the dry-run did not reach the ServiceMonitor:\n%s", res)
 		}
 	})
 
