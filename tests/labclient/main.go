@@ -72,7 +72,7 @@ func main() {
 		// Only tcp dials v4-mapped addresses from an AF_INET6 socket.
 		dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	}
-	rec := &recorder{res: res, seq: *seq}
+	rec := &recorder{res: res, seq: *seq, lastOK: time.Now()}
 
 	switch mode {
 	case "tcp":
@@ -124,8 +124,10 @@ func emit(res *wire.Result, start time.Time) {
 
 // recorder tallies one attempt's outcome: a pod name or an error.
 type recorder struct {
-	res *wire.Result
-	seq bool
+	res    *wire.Result
+	seq    bool
+	lastOK time.Time // the start, until an attempt succeeds
+	gap    time.Duration
 }
 
 func (r *recorder) record(pod string, err error) {
@@ -141,6 +143,12 @@ func (r *recorder) record(pod string, err error) {
 		what = pod
 		r.res.OK++
 		r.res.Replies[pod]++
+		now := time.Now()
+		if g := now.Sub(r.lastOK); g > r.gap {
+			r.gap = g
+			r.res.LongestGap = g.String()
+		}
+		r.lastOK = now
 	}
 	if r.seq {
 		r.res.Sequence = append(r.res.Sequence, what)

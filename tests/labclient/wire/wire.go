@@ -35,6 +35,11 @@ type Result struct {
 	Pid int `json:"pid,omitempty"`
 	// NetNS is the readlink of /proc/self/ns/net (info).
 	NetNS string `json:"netns,omitempty"`
+	// LongestGap is the longest time between two successful attempts (or
+	// from the start to the first one), as a Go duration string: how long
+	// an outage in the middle of a loop lasted, which counts alone do not
+	// tell when attempts fail faster than they succeed.
+	LongestGap string `json:"longest_gap,omitempty"`
 	// FirstError is the text of the first error seen, for debugging.
 	FirstError string `json:"first_error,omitempty"`
 }

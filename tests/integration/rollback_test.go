@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/internal/lab"
+)
+
+// rollbackMaxGap bounds the outage of TestRollbackToUnversionedAgent: an
+// agent from before versioned pins does not see the current maps, so the
+// node's ClusterIPs go untranslated from its link switch to the end of its
+// first sync. docs/upgrade.md gives the measured figures (0.2 to 0.4 s with
+// one Service) and this bound, which leaves a loaded 2-core machine room.
+const rollbackMaxGap = time.Second
+
+// TestRollbackToUnversionedAgent: the documented rollback (the DaemonSet's
+// pod replaced by one running the previous image, with the same flags)
+// from the current agent to the agent of unversionedCommit, under a
+// connect loop from the lab's client namespace (no default route: an
+// untranslated connect fails there with ENETUNREACH, never leaves the
+// machine). The old agent neither refuses nor crashes: it finds no maps
+// where it looks (<bpffs>/maps/<name>), creates empty ones, switches the
+// pinned links to its programs and fills the maps on its first sync. What
+// that costs is measured and bounded; the versioned directory stays behind,
+// and the next current agent removes it with no failed connect.
+func TestRollbackToUnversionedAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, a cgroup and BPF pins (CI runs this as root)")
+	}
+	old := unversionedBin(t)
+	e := startEcho(t)
+	current := waitGeneration(t, e, served{})
+	if _, err := lab.BuildLabclient(); err != nil {
+		t.Fatal(err)
+	}
+
+	linksBefore := pinnedLinkIDs(t, e)
+
+	const loopFor = 8 * time.Second
+	start := time.Now()
+	bg := loop(e, e.client(), vip+":80", loopFor)
+	for sum(e.lab.Counts("tcp")) < 100 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the connect loop did not start within 5 s: %v", e.lab.Counts("tcp"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// `kubectl rollout undo`: the kubelet stops the pod (SIGTERM) and
+	// starts the previous image with the same arguments.
+	e.stopAgent(syscall.SIGTERM)
+	e.startAgentBin(old)
+	healthz, err := e.current().LoggedAddr("health", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := e.current().LoggedAddr("metrics", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What `kubectl rollout status` waits for: the pod's readiness.
+	if err := e.current().WaitReady(healthz, metrics, 10*time.Second); err != nil {
+		t.Fatalf("the agent of %s did not become ready on the current agent's pins: %v", unversionedCommit, err)
+	}
+	if time.Since(start) > loopFor-time.Second {
+		t.Fatalf("the rollback took %s, longer than the connect loop: it did not cover it", time.Since(start))
+	}
+	o := <-bg
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	gap, err := time.ParseDuration(o.res.LongestGap)
+	if err != nil {
+		t.Fatalf("labclient's longest gap %q: %v", o.res.LongestGap, err)
+	}
+	t.Logf("rollback to %s: %d connects, %d failed %v, longest gap between two served connects %s",
+		unversionedCommit, o.res.Attempts, o.res.TotalErrors(), o.res.Errors, gap.Round(time.Millisecond))
+	for errno := range o.res.Errors {
+		if errno != "ENETUNREACH" {
+			t.Errorf("connects failed with %s (%s): a rollback should only leave ClusterIPs untranslated (ENETUNREACH here)", errno, o.res.FirstError)
+		}
+	}
+	if gap > rollbackMaxGap {
+		t.Errorf("the rollback left the ClusterIP untranslated for %s (%d failed connects); docs/upgrade.md promises under %s",
+			gap.Round(time.Millisecond), o.res.TotalErrors(), rollbackMaxGap)
+	}
+	if o.res.OK < 1000 {
+		t.Fatalf("only %d connects served: the test did not load the datapath", o.res.OK)
+	}
+
+	// What the old agent did with the pins: its own maps straight under
+	// maps/, the links kept (switched to its programs, not re-attached:
+	// the current agent leaves them pinned when it stops, so the cgroup is
+	// never without a hook) and the current agent's directory left behind,
+	// which its `cleanup` does not know.
+	if after := pinnedLinkIDs(t, e); !maps.Equal(after, linksBefore) {
+		t.Errorf("pinned links before the rollback %v, after %v: the old agent attached new links instead of switching the current agent's", linksBefore, after)
+	}
+	legacy := filepath.Join(e.fs.Path(), "maps")
+	if _, err := os.Stat(filepath.Join(legacy, "services")); err != nil {
+		t.Errorf("the agent of %s did not pin its own maps under %s: %v", unversionedCommit, legacy, err)
+	}
+	if _, err := os.Stat(current.gen); err != nil {
+		t.Errorf("the current agent's %s is gone after the rollback (docs/upgrade-maps.md says it stays): %v", current.gen, err)
+	}
+	progs := map[int]bool{}
+	links, _ := os.ReadDir(filepath.Join(e.fs.Path(), "links"))
+	for _, l := range links {
+		var li struct {
+			ProgID int `json:"prog_id"`
+		}
+		if err := bpftoolJSON(&li, "link", "show", "pinned", filepath.Join(e.fs.Path(), "links", l.Name())); err != nil {
+			t.Fatal(err)
+		}
+		if current.progs[li.ProgID] {
+			t.Errorf("link %s still runs program %d of the current agent", l.Name(), li.ProgID)
+		}
+		progs[li.ProgID] = true
+	}
+	if len(links) != 8 {
+		t.Errorf("%d links pinned after the rollback, want 8", len(links))
+	}
+
+	// Upgrading again removes what the rollback left: the next current
+	// agent migrates the old agent's maps and unpins the stale directory,
+	// with no failed connect.
+	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{"upgrade after the rollback", socklbBin, nil}})
+}
+
+// pinnedLinkIDs maps each pinned link's name to its kernel link id.
+func pinnedLinkIDs(t *testing.T, e *env) map[string]int {
+	t.Helper()
+	ids := map[string]int{}
+	links, err := os.ReadDir(filepath.Join(e.fs.Path(), "links"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		var li struct {
+			ID int `json:"id"`
+		}
+		if err := bpftoolJSON(&li, "link", "show", "pinned", filepath.Join(e.fs.Path(), "links", l.Name())); err != nil {
+			t.Fatal(err)
+		}
+		ids[l.Name()] = li.ID
+	}
+	return ids
+}
