@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-report bench-ci conformance conformance-tools
+.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-report bench-ci conformance conformance-tools node-tests
 
 all: build
 
@@ -135,6 +135,16 @@ CONFORMANCE_TIMEOUT ?= 6h
 CONFORMANCE_OUT ?= tests/node/results
 conformance-tools:
 	sh tests/e2e/tools/build.sh --node
+
+# socklb's own real-node tests alone, without the upstream suite (-run
+# leaves TestConformance out; TestMain still starts the node and installs
+# the proxy): a third of a conformance run. NODE_PROXY=socklb-helm installs
+# the chart (helm install; TestHelmUpgradeUnderLoad; helm uninstall and the
+# checks that nothing is left), NODE_PROXY=socklb deploy/ with kustomize.
+NODE_PROXY ?= socklb-helm
+NODE_TESTS ?= TestPodToClusterIP|TestInspectInAgentPod|TestConnectedUDPMovedOffDeletedBackend|TestAgentPodRecreatedUnderLoad|TestKubectlPlugin|TestHelmUpgradeUnderLoad
+node-tests: conformance-tools helm-tool
+	$(GO) test -tags node -count=1 -v -timeout 1h ./tests/node/ -run '$(NODE_TESTS)' -args -proxy=$(NODE_PROXY)
 
 conformance: conformance-tools
 	rm -rf $(CONFORMANCE_OUT)/kube-proxy $(CONFORMANCE_OUT)/socklb

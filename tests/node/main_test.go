@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	proxy     = flag.String("proxy", "socklb", "the Service proxy of the node: socklb (deploy/, as a DaemonSet) or kube-proxy (v1.37.2, iptables mode: the control)")
+	proxy     = flag.String("proxy", "socklb", "the Service proxy of the node: socklb (deploy/ through a kustomize overlay, as a DaemonSet), socklb-helm (charts/socklb, helm install; helm uninstall at the end) or kube-proxy (v1.37.2, iptables mode: the control)")
 	reportDir = flag.String("report-dir", "", "where TestConformance writes e2e.test's JUnit report (default: the run's directory)")
 	focus     = flag.String("focus", node.DefaultFocus, "e2e.test --ginkgo.focus")
 	skip      = flag.String("skip", node.DefaultSkip, "e2e.test --ginkgo.skip")
@@ -36,7 +36,23 @@ const (
 	imagesEnv = "SOCKLB_NODE_IMAGES"
 	toolsEnv  = "SOCKLB_NODE_TOOLS"
 	dirEnv    = "SOCKLB_NODE_DIR"
+	helmEnv   = "SOCKLB_NODE_HELM"
+	socklbEnv = "SOCKLB_NODE_SOCKLB"
 )
+
+// helmBin is the helm `make helm-tool` builds (tests/tools/helm), as
+// TestHelmChart in tests/e2e finds it.
+func helmBin() (string, error) {
+	out, err := exec.Command("sh", filepath.Join(root, "tests/tools/helm/build.sh"), "--bin").Output()
+	if err != nil {
+		return "", fmt.Errorf("tests/tools/helm/build.sh --bin: %v", err)
+	}
+	bin := strings.TrimSpace(string(out))
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("-proxy=socklb-helm needs helm, not built (%s): run `make helm-tool`", bin)
+	}
+	return bin, nil
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -62,6 +78,21 @@ func parent() int {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "node: needs root (namespaces, cgroups, containerd, kubelet, BPF)")
 		return 1
+	}
+	switch *proxy {
+	case "socklb", "kube-proxy":
+	case "socklb-helm":
+		// Found before the node starts: a missing helm should cost
+		// seconds, not the node's start.
+		bin, err := helmBin()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node:", err)
+			return 1
+		}
+		os.Setenv(helmEnv, bin)
+	default:
+		fmt.Fprintf(os.Stderr, "node: -proxy=%q: want socklb, socklb-helm or kube-proxy\n", *proxy)
+		return 2
 	}
 	tools, reason := cluster.ToolsDir(root, node.NodeBinaries...)
 	if reason != "" {
@@ -117,6 +148,7 @@ func parent() int {
 	os.Setenv(imagesEnv, strings.Join(images, ","))
 	os.Setenv(toolsEnv, tools)
 	os.Setenv(dirEnv, dir)
+	os.Setenv(socklbEnv, bins.Socklb)
 	code, err := node.Enter()
 	if os.Getenv("SOCKLB_NODE_KEEP") == "" {
 		os.RemoveAll(dir)
@@ -129,6 +161,9 @@ func parent() int {
 	}
 	return code
 }
+
+// isSocklb reports whether socklb is this node's proxy, however installed.
+func isSocklb() bool { return *proxy == "socklb" || *proxy == "socklb-helm" }
 
 // child runs inside the namespaces: the node, the proxy, the tests.
 func child(m *testing.M) int {
@@ -144,8 +179,12 @@ func child(m *testing.M) int {
 	}
 	defer n.Stop()
 	switch *proxy {
-	case "socklb":
-		if err := n.InstallSocklb(root); err != nil {
+	case "socklb", "socklb-helm":
+		install := func() error { return n.InstallSocklb(root) }
+		if *proxy == "socklb-helm" {
+			install = func() error { return n.InstallSocklbHelm(os.Getenv(helmEnv), root) }
+		}
+		if err := install(); err != nil {
 			out, _ := n.Kubectl("-n", "kube-system", "describe", "pods")
 			logs, _ := n.Kubectl("-n", "kube-system", "logs", "--all-containers", "-l", "app.kubernetes.io/name=socklb", "--tail=50")
 			fmt.Fprintf(os.Stderr, "node: socklb: %v\n%s\n%s\n%s", err, out, logs, n.LogTails(30))
@@ -158,9 +197,6 @@ func child(m *testing.M) int {
 			return 1
 		}
 		defer kp.Stop(10e9)
-	default:
-		fmt.Fprintf(os.Stderr, "node: --proxy=%q: want socklb or kube-proxy\n", *proxy)
-		return 2
 	}
 	if err := n.InstallDNS(); err != nil {
 		fmt.Fprintf(os.Stderr, "node: cluster DNS: %v\n%s", err, n.LogTails(30))
@@ -170,10 +206,20 @@ func child(m *testing.M) int {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "node: tests failed; logs:\n%s", n.LogTails(40))
 	}
-	if *proxy == "socklb" {
+	if isSocklb() {
 		if err := n.CheckHooks(true); err != nil {
 			fmt.Fprintln(os.Stderr, "node:", err)
 			code = 1
+		}
+	}
+	if *proxy == "socklb-helm" {
+		// The chart's whole life on the node: after the tests (and
+		// TestHelmUpgradeUnderLoad), the uninstall a user does.
+		if err := n.UninstallSocklbHelm(os.Getenv(helmEnv), os.Getenv(socklbEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "node: FAIL:", err)
+			code = 1
+		} else {
+			fmt.Println("node: helm uninstall + socklb cleanup: no socklb object, pin, link or mount left on the node")
 		}
 	}
 	return code

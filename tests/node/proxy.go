@@ -61,9 +61,8 @@ patches:
 `
 
 // InstallSocklb applies deploy/ through a kustomize overlay, as a user
-// would (`kubectl apply -k`), waits until the DaemonSet's pod is Ready by
-// its own probes, and checks where the hooks are: on the run's cgroup, and
-// nothing on the root.
+// would (`kubectl apply -k`), and waits until the agent serves
+// (waitSocklbReady).
 func (n *Node) InstallSocklb(repoRoot string) error {
 	dir := filepath.Join(n.Dir, "socklb-overlay")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -73,7 +72,7 @@ func (n *Node) InstallSocklb(repoRoot string) error {
 	if err != nil {
 		return err
 	}
-	host, port, _ := strings.Cut(strings.TrimPrefix(n.CP.Server, "https://"), ":")
+	host, port := n.apiServer()
 	k := strings.NewReplacer("{{base}}", base, "{{cgroup}}", n.Cgroups.Name, "{{host}}", host, "{{port}}", port).Replace(overlay)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return err
@@ -81,6 +80,21 @@ func (n *Node) InstallSocklb(repoRoot string) error {
 	if out, err := n.Kubectl("apply", "-k", dir); err != nil {
 		return fmt.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
 	}
+	return n.waitSocklbReady()
+}
+
+// apiServer is the API server's host and port as pods on this node reach
+// it without a Service: the agent must not depend on the `kubernetes`
+// Service it has not programmed yet.
+func (n *Node) apiServer() (host, port string) {
+	host, port, _ = strings.Cut(strings.TrimPrefix(n.CP.Server, "https://"), ":")
+	return host, port
+}
+
+// waitSocklbReady waits until the DaemonSet's pod is Ready by its own
+// probes, and checks where the hooks are: on the run's cgroup, and
+// nothing on the root.
+func (n *Node) waitSocklbReady() error {
 	start := time.Now()
 	if err := n.Kubelet.WaitFor("socklb's DaemonSet to be Ready", 3*time.Minute, func() error {
 		ds, err := n.CP.Admin.AppsV1().DaemonSets("kube-system").Get(context.Background(), "socklb", metav1.GetOptions{})

@@ -33,8 +33,8 @@ type echo struct {
 }
 
 func needSocklb(t *testing.T) {
-	if *proxy != "socklb" {
-		t.Skipf("socklb's own real-node tests run with --proxy=socklb (this run: %s)", *proxy)
+	if !isSocklb() {
+		t.Skipf("socklb's own real-node tests run with -proxy=socklb or -proxy=socklb-helm (this run: %s)", *proxy)
 	}
 }
 

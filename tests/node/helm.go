@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/socklb/socklb/internal/cluster"
+)
+
+// Helm is the release name and namespace the chart is installed under, as
+// docs/install.md tells a user to.
+const (
+	HelmRelease   = "socklb"
+	HelmNamespace = "kube-system"
+	// BPFFSPath is where the chart's agent pins (values.yaml bpffsPath),
+	// in the node's own bpffs.
+	BPFFSPath = "/sys/fs/bpf/socklb"
+	// cgroupMount is where the chart's init container mounts the node's
+	// cgroup2 tree (deploy/'s too).
+	cgroupMount = "/run/socklb/cgroupv2"
+)
+
+// HelmValues are what a user of this node sets on the chart, the same
+// things the kustomize overlay sets on deploy/: the image imported on the
+// node (never pulled), the run's cgroup (never the root), and the API
+// server's address, which the agent must reach without the `kubernetes`
+// Service it has not programmed yet.
+func (n *Node) HelmValues() []string {
+	host, port := n.apiServer()
+	repo, tag, _ := strings.Cut(SocklbImage, ":")
+	return []string{
+		"image.repository=" + repo,
+		"image.tag=" + tag,
+		"image.pullPolicy=IfNotPresent",
+		"cgroupPath=" + cgroupMount + "/" + n.Cgroups.Name,
+		"apiServer.host=" + host,
+		"apiServer.port=" + port,
+	}
+}
+
+// Helm runs helm (tests/tools/helm, `make helm-tool`) as the node's admin,
+// with its caches in the run's directory.
+func (n *Node) Helm(bin string, args ...string) (string, error) {
+	home := filepath.Join(n.Dir, "helm")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", n.CP.AdminKubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// InstallSocklbHelm installs charts/socklb as a user would (`helm install`
+// with --set) and waits until the agent serves (waitSocklbReady).
+func (n *Node) InstallSocklbHelm(helm, repoRoot string) error {
+	args := []string{"install", HelmRelease, filepath.Join(repoRoot, "charts", "socklb"), "-n", HelmNamespace}
+	for _, v := range n.HelmValues() {
+		args = append(args, "--set", v)
+	}
+	out, err := n.Helm(helm, args...)
+	if err != nil {
+		return fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	cluster.Logf("helm %s:\n%s", strings.Join(args, " "), out)
+	return n.waitSocklbReady()
+}
+
+// UninstallSocklbHelm removes socklb as docs/uninstall.md tells a user
+// to: `helm uninstall`, then on the node, once the agent's pod is gone,
+// `socklb cleanup` (the pins outlive the pods on purpose) and the init
+// container's cgroup2 mount. It then checks that nothing of socklb is
+// left: no object of the chart, no pin, no program on the run's cgroup
+// or the root, no mount.
+func (n *Node) UninstallSocklbHelm(helm, socklb string) error {
+	if out, err := n.Helm(helm, "uninstall", HelmRelease, "-n", HelmNamespace, "--wait", "--timeout", "2m"); err != nil {
+		return fmt.Errorf("helm uninstall %s -n %s: %v\n%s", HelmRelease, HelmNamespace, err, out)
+	}
+	ctx := context.Background()
+	pods := n.CP.Admin.CoreV1().Pods(HelmNamespace)
+	if err := n.Kubelet.WaitFor("socklb's pod to be gone", 2*time.Minute, func() error {
+		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb"})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != 0 {
+			return fmt.Errorf("pod %s still there (%s)", l.Items[0].Name, l.Items[0].Status.Phase)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if out, err := exec.Command(socklb, "cleanup", "--bpffs-path", BPFFSPath).CombinedOutput(); err != nil {
+		return fmt.Errorf("socklb cleanup --bpffs-path %s after helm uninstall: %v\n%s", BPFFSPath, err, out)
+	}
+	if out, err := exec.Command("umount", cgroupMount).CombinedOutput(); err != nil {
+		return fmt.Errorf("umount %s after helm uninstall: %v\n%s", cgroupMount, err, out)
+	}
+	return n.checkSocklbGone()
+}
+
+// checkSocklbGone lists what a socklb install leaves when it is not
+// removed: the chart's objects and Helm's release record, pins, the
+// hooks, the cgroup2 mount.
+func (n *Node) checkSocklbGone() error {
+	ctx := context.Background()
+	a := n.CP.Admin
+	var left []string
+	gone := func(what string, err error) {
+		if err == nil {
+			left = append(left, what)
+		} else if !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("%s (%v)", what, err))
+		}
+	}
+	_, err := a.AppsV1().DaemonSets(HelmNamespace).Get(ctx, "socklb", metav1.GetOptions{})
+	gone("DaemonSet "+HelmNamespace+"/socklb", err)
+	_, err = a.CoreV1().ServiceAccounts(HelmNamespace).Get(ctx, "socklb", metav1.GetOptions{})
+	gone("ServiceAccount "+HelmNamespace+"/socklb", err)
+	_, err = a.RbacV1().ClusterRoles().Get(ctx, "socklb", metav1.GetOptions{})
+	gone("ClusterRole socklb", err)
+	_, err = a.RbacV1().ClusterRoleBindings().Get(ctx, "socklb", metav1.GetOptions{})
+	gone("ClusterRoleBinding socklb", err)
+	_, err = a.CoreV1().Services(HelmNamespace).Get(ctx, "socklb-metrics", metav1.GetOptions{})
+	gone("Service "+HelmNamespace+"/socklb-metrics", err)
+	// Helm keeps a release's history in Secrets labelled with its name;
+	// uninstall without --keep-history deletes them.
+	secrets, err := a.CoreV1().Secrets(HelmNamespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + HelmRelease})
+	if err != nil {
+		left = append(left, fmt.Sprintf("Helm's release Secrets (%v)", err))
+	} else {
+		for _, s := range secrets.Items {
+			left = append(left, "Secret "+HelmNamespace+"/"+s.Name)
+		}
+	}
+	if _, err := os.Stat(BPFFSPath); !os.IsNotExist(err) {
+		left = append(left, "pin directory "+BPFFSPath)
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
+		left = append(left, fmt.Sprintf("reading mountinfo (%v)", err))
+	} else if strings.Contains(string(mounts), " "+cgroupMount+" ") {
+		left = append(left, "mount "+cgroupMount)
+	}
+	if err := n.CheckHooks(false); err != nil {
+		left = append(left, err.Error())
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("after helm uninstall and socklb cleanup, socklb left: %s", strings.Join(left, "; "))
+	}
+	return nil
+}
