@@ -205,7 +205,7 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 	// kube-proxy DNATs in OUTPUT, after the route lookup: the ClusterIP
 	// range needs a route. Through the target pod's veth, so an
 	// untranslated packet ends in a lab namespace (which drops it).
-	if err := run("ip", "-n", ns, "route", "add", "10.96.0.0/16", "dev", "vpod1", "src", d.cli.IP.String()); err != nil {
+	if err := run("ip", "-n", ns, "route", "add", serviceCIDR, "dev", "vpod1", "src", d.cli.IP.String()); err != nil {
 		return time.Time{}, err
 	}
 	port := strings.TrimPrefix(d.cp.Server[strings.LastIndex(d.cp.Server, ":"):], ":")

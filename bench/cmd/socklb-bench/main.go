@@ -80,6 +80,9 @@ type Run struct {
 	FullSyncS        *float64 `json:"full_sync_s"`
 	AgentRSSMiB      *float64 `json:"agent_rss_mib"`
 	AgentCPUS        *float64 `json:"agent_cpu_s"`
+	// Note says why the figures are null: not synced within the timeout,
+	// or not attempted after that at a smaller N.
+	Note string `json:"note,omitempty"`
 }
 
 // MapMem is the kernel memory of socklb's BPF maps after its full sync:
@@ -226,7 +229,7 @@ func benchMain() error {
 	cfg.self = self
 
 	cluster.Logf = logf
-	cp, err := cluster.Start(tools, dir)
+	cp, err := cluster.StartWith(tools, dir, cluster.Options{ServiceCIDR: serviceCIDR})
 	if err != nil {
 		return fmt.Errorf("control plane: %w", err)
 	}
@@ -246,11 +249,12 @@ func benchMain() error {
 		cfg.name = "n" + strings.ReplaceAll(sizes, ",", "-")
 	}
 	res := &Results{Machine: machine(cfg, cp, root), SocklbMaps: []MapMem{}, Churn: []Churn{}}
+	gave := gaveUp{}
 	for _, n := range cfg.sizes {
 		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
 		}
-		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self)
+		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self, gave)
 		if err != nil {
 			cfg.keep = true
 			return fmt.Errorf("N=%d: %w", n, err)
@@ -321,7 +325,10 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 				return d.agent.ExitedErr()
 			}
 			if time.Since(startedAt) > d.cfg.syncTimeout {
-				return fmt.Errorf("full sync: %d of %d frontends programmed after %s (%v)", got, want, d.cfg.syncTimeout, err)
+				d.unsynced = fmt.Sprintf("N=%d %s: not synced within %s (%d of %d frontends programmed, %v); its figures are null", n, d.name, d.cfg.syncTimeout, got, want, err)
+				logf("%s", d.unsynced)
+				d.agent.Stop(10 * time.Second)
+				return nil
 			}
 			time.Sleep(20 * time.Millisecond)
 			done = time.Now()
@@ -515,7 +522,7 @@ func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
 }
 
 // sizeRun measures every dataplane with n Services in place.
-func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *objects, n int, dir, self string) (so sizeOut, err error) {
+func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *objects, n int, dir, self string, gave gaveUp) (so sizeOut, err error) {
 	var ds []*dataplane
 	var runs []*Run
 	defer func() {
@@ -526,10 +533,19 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 			}
 		}
 	}()
+	var skipped []Run
+	var live []string
 	for _, name := range cfg.dataplanes {
 		if err := ctx.Err(); err != nil {
 			return so, err
 		}
+		if note := gave.note(name, cfg.syncTimeout); note != "" {
+			logf("=== N=%d %s: %s", n, name, note)
+			skipped = append(skipped, Run{NServices: n, Dataplane: name, Note: note})
+			so.notes = append(so.notes, fmt.Sprintf("N=%d %s: %s", n, name, note))
+			continue
+		}
+		live = append(live, name)
 		logf("=== N=%d %s", n, name)
 		ddir := filepath.Join(dir, fmt.Sprintf("%d-%s", n, name))
 		if err := os.MkdirAll(ddir, 0o755); err != nil {
@@ -546,17 +562,19 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 			return so, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	logf("=== N=%d connect and UDP rounds, %s in turn", n, strings.Join(cfg.dataplanes, ", "))
+	logf("=== N=%d connect and UDP rounds, %s in turn", n, strings.Join(live, ", "))
 	if err := rounds(cfg, ds, runs, o); err != nil {
 		return so, err
 	}
 	for i, r := range runs {
+		if ds[i].unsynced != "" {
+			r.Note = fmt.Sprintf("did not sync within %s", cfg.syncTimeout)
+			so.notes = append(so.notes, ds[i].unsynced)
+			gave.record(r.Dataplane, n)
+		}
 		b, _ := json.Marshal(r)
 		logf("result: %s", b)
 		so.runs = append(so.runs, *r)
-		if ds[i].unsynced != "" {
-			so.notes = append(so.notes, ds[i].unsynced)
-		}
 		if ds[i].maps != nil {
 			so.maps = append(so.maps, *ds[i].maps)
 		}
@@ -564,6 +582,7 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 			so.churn = append(so.churn, *ds[i].churn)
 		}
 	}
+	so.runs = append(so.runs, skipped...)
 	return so, nil
 }
 
