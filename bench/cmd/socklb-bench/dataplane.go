@@ -48,6 +48,11 @@ type dataplane struct {
 	unsynced string
 	maps     *MapMem // socklb's map memory after its full sync
 	churn    *Churn  // the agent after --churn
+	// socklb's profiles, and why one is missing (a note of the run: a
+	// profile is worth a line, not the run).
+	prof         *profiler
+	profiles     []Profile
+	profileNotes []string
 }
 
 func (d *dataplane) push(f func() error) { d.undo = append(d.undo, f) }
@@ -186,6 +191,7 @@ func (d *dataplane) startSocklb() (time.Time, error) {
 		"--bpffs-path", d.fs.Path(),
 		"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--metrics-bind-address", d.metrics,
+		"--profiling",
 	)
 	if err != nil {
 		return at, err
