@@ -123,6 +123,7 @@ bench-report:
 
 BENCH_CI_DIR ?= $(or $(TMPDIR),/tmp)/socklb-bench-ci
 bench-ci:
+	cd bench/report && GOWORK=off $(GO) test -count=1 .
 	rm -rf $(BENCH_CI_DIR)
 	$(MAKE) bench-smoke BENCH_OUT=$(BENCH_CI_DIR) BENCH_MD=$(BENCH_CI_DIR)/BENCHMARKS.md
 	rm -rf $(BENCH_CI_DIR)
