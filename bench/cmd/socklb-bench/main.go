@@ -271,6 +271,7 @@ func benchMain() error {
 		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
 		}
+		res.Machine["api_object_writes"] = strings.Join(objs.writeRates, ", ")
 		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self, gave)
 		if err != nil {
 			cfg.keep = true
