@@ -339,7 +339,7 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 				if rss, cpu, err := d.usage(); err == nil {
 					logf("at the timeout: agent RSS %.1f MiB, CPU %.2fs", rss, cpu)
 				}
-				d.agent.Stop(10 * time.Second)
+				d.stopAgent()
 			}
 			return nil
 		}
@@ -357,7 +357,7 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 				d.unsynced = fmt.Sprintf("N=%d %s: not synced within %s (%d of %d frontends programmed, %v); its figures are null", n, d.name, d.cfg.syncTimeout, got, want, err)
 				logf("%s", d.unsynced)
 				d.keepProfile(syncProf)
-				d.agent.Stop(10 * time.Second)
+				d.stopAgent()
 				return nil
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -458,7 +458,7 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		}
 	}
 	if d.agent != nil {
-		d.agent.Stop(10 * time.Second)
+		d.stopAgent()
 	}
 	return nil
 }
