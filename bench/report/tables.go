@@ -255,7 +255,7 @@ func hookTable(w *strings.Builder, hc []HookCost) {
 		fmt.Fprintf(w, "Not recorded in this run.\n\n")
 		return
 	}
-	fmt.Fprintf(w, "Each socklb program's run_time_ns ÷ run_cnt over its connect and UDP rounds (the kernel's BPF run-time stats, on only around socklb's requests), read through the agent's pinned links. ")
+	fmt.Fprintf(w, "Each socklb program's run_time_ns ÷ run_cnt over one extra connect and UDP round after the measured ones (the kernel's BPF run-time stats, on only for that round, so the figures above never pay for them), read through the agent's pinned links. ")
 	fmt.Fprintf(w, "Hooks the rounds do not run (IPv6, getpeername when the client does not call it) have no calls.\n\n")
 	hc = slices.Clone(hc)
 	slices.SortFunc(hc, func(a, b HookCost) int { return a.NServices - b.NServices })

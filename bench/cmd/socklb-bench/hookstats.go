@@ -6,9 +6,10 @@ import (
 	"github.com/socklb/socklb/pkg/datapath"
 )
 
-// HookCost is what each of socklb's hook programs cost per call during
-// the connect and UDP rounds at one N, from the kernel's bpf_stats
-// (run_cnt, run_time_ns), read through the agent's pinned links.
+// HookCost is what each of socklb's hook programs cost per call in one
+// extra connect and UDP round at one N (--connects connects, --udp
+// requests), from the kernel's bpf_stats (run_cnt, run_time_ns), read
+// through the agent's pinned links.
 type HookCost struct {
 	NServices int                 `json:"n_services"`
 	Hooks     map[string]HookCall `json:"hooks"`
@@ -21,9 +22,9 @@ type HookCall struct {
 }
 
 // hookCounter sums socklb's hook counters over the requests it wraps.
-// Stats are on only around socklb's own requests: they cost every BPF
-// program on the machine two clock reads per call, and the other
-// dataplanes' rounds should not pay for them.
+// Stats are on only around socklb's own extra round: they cost every BPF
+// program on the machine two clock reads per call, and no measured round
+// should pay for them.
 type hookCounter struct {
 	progs datapath.HookPrograms
 	sum   map[string]datapath.HookStats
