@@ -100,7 +100,7 @@ func section(r namedRun, page string) (string, error) {
 		dirty = " (with uncommitted changes)"
 	}
 	fmt.Fprintf(&w, "# Run `%s`: commit %s%s, %s\n\n", r.name, short(r.commit()), dirty, orDash(r.date()))
-	fmt.Fprintf(&w, "Raw figures: [%s](%s). N = %s; dataplanes: %s.\n\n", filepath.Join("bench/results", r.name, rawFile), rel(page, filepath.Join(r.dir, rawFile)), sizesStr(res.Runs), strings.Join(dps, ", "))
+	fmt.Fprintf(&w, "Raw figures: [%s](%s). N = %s; dataplanes: %s.\n\n", r.name+"/"+rawFile, rel(page, filepath.Join(r.dir, rawFile)), sizesStr(res.Runs), strings.Join(dps, ", "))
 	fmt.Fprintf(&w, "## Machine and run\n\n| | |\n|---|---|\n")
 	keys := make([]string, 0, len(res.Machine))
 	for k := range res.Machine {
