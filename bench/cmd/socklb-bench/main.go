@@ -14,7 +14,7 @@
 // by key and bench/report reads them all), the JSON holds socklb_maps
 // (socklb's BPF map memory after its full sync, per map, from bpftool),
 // churn (each agent's RSS and CPU after --churn of one endpoint change per
-// second), hook_cost (bpf_stats of socklb's hooks during its rounds) and
+// second), hook_cost (bpf_stats of socklb's hooks over one extra round) and
 // profiles (the files under profiles/).
 //
 // Needs root and the tool binaries of tests/e2e/tools (make e2e-tools).
