@@ -80,22 +80,25 @@ clean:
 # nftables modes, built into the tools directory with the control plane)
 # and with direct pod IPs, every dataplane in its own netns lab, all fed by
 # one real API server. Needs root, iptables, nftables and socat. Writes
-# $(BENCH_OUT)/<date>.json and latest.json, then BENCHMARKS.md and its plots
-# from them. Sizes, rounds and changes are flags: the smoke run and the full
-# run share the code. Figures are reported, never asserted.
-BENCH_SIZES   ?= 100,1000,10000,30000
+# $(BENCH_OUT)/$(BENCH_NAME)/, then every page with bench-report. Sizes,
+# rounds and changes are flags: the smoke run and the full run share the
+# code. Figures are reported, never asserted.
+BENCH_SIZES   ?= 10000,30000,100000
 BENCH_ROUNDS  ?= 5
 BENCH_CHANGES ?= 50
 # A dataplane that has not programmed all Services by then gets null
-# figures (kube-proxy iptables mode at 10 000 Services, on 2 CPUs).
+# figures (kube-proxy iptables mode at 10 000 Services, on 2 CPUs), and is
+# not attempted at the larger sizes of the run.
 BENCH_SYNC_TIMEOUT ?= 5m
 # One endpoint change per second for this long after the programming-latency
 # changes, then the agent's RSS and CPU again (10 minutes: 600 changes, enough
 # for a cost that grows with each change to show).
 BENCH_CHURN   ?= 10m
 BENCH_FLAGS   ?=
-# The run's name: its raw file is bench/results/<date>-<name>.json.
+# The run's name: it writes $(BENCH_OUT)/<name>/ (results.json with the git
+# commit, profiles/, its own BENCHMARKS.md and plots); empty: n<sizes>.
 BENCH_NAME    ?=
+# The named runs, one directory each; BENCHMARKS.md is made from all of them.
 BENCH_OUT     ?= bench/results
 BENCH_MD      ?= BENCHMARKS.md
 
@@ -104,20 +107,23 @@ bench: e2e-tools
 	$(MAKE) bench-report
 
 # N=100, one round, a few changes: a few minutes once the tools are built.
-# By hand it writes bench/results and BENCHMARKS.md; `make test` runs it
-# through bench-ci, into a scratch directory, so that the committed results
-# stay those of the last real run.
+# By hand it writes bench/results/smoke and BENCHMARKS.md; `make test` runs
+# it through bench-ci, into a scratch directory, so that the committed
+# results stay those of the named runs.
 bench-smoke: e2e-tools
 	$(GO) run ./bench/cmd/socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s --connects 1000 --udp 2000 --out $(BENCH_OUT) --name "$(or $(BENCH_NAME),smoke)" $(BENCH_FLAGS)
 	$(MAKE) bench-report
 
-# BENCHMARKS.md and the PNG plots from $(BENCH_OUT)/latest.json. The plotting
-# library lives in bench/report's own module, not in the product's go.mod.
+# Every run directory under $(BENCH_OUT) (<name>/results.json) gets its own
+# BENCHMARKS.md and plots; $(BENCH_MD) is all of them, newest first, and
+# bench/NOTES.md. Nothing is merged across runs. The plotting library lives
+# in bench/report's own module, not in the product's go.mod.
 bench-report:
-	cd bench/report && GOWORK=off $(GO) run . -in $(abspath $(BENCH_OUT))/latest.json -md $(abspath $(BENCH_MD)) -plots $(abspath $(BENCH_OUT)) -notes $(abspath bench/NOTES.md)
+	cd bench/report && GOWORK=off $(GO) run . -results $(abspath $(BENCH_OUT)) -md $(abspath $(BENCH_MD)) -notes $(abspath bench/NOTES.md)
 
 BENCH_CI_DIR ?= $(or $(TMPDIR),/tmp)/socklb-bench-ci
 bench-ci:
+	cd bench/report && GOWORK=off $(GO) test -count=1 .
 	rm -rf $(BENCH_CI_DIR)
 	$(MAKE) bench-smoke BENCH_OUT=$(BENCH_CI_DIR) BENCH_MD=$(BENCH_CI_DIR)/BENCHMARKS.md
 	rm -rf $(BENCH_CI_DIR)

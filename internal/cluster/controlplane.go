@@ -47,6 +47,9 @@ type Options struct {
 	// Scheduler also starts kube-scheduler: pods are bound by it, not by
 	// the test.
 	Scheduler bool
+	// ServiceCIDR replaces the package's ServiceCIDR: a /16 holds 65 534
+	// ClusterIPs, too few for the benchmark's 100 000 Services.
+	ServiceCIDR string
 }
 
 // DefaultControllers: the EndpointSlice controller makes the slices socklb
@@ -86,6 +89,9 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 	}
 	if o.Controllers == "" {
 		o.Controllers = DefaultControllers
+	}
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = ServiceCIDR
 	}
 	cp = &ControlPlane{Dir: dir, Tools: tools}
 	defer func() {
@@ -150,7 +156,7 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 		"--advertise-address=" + o.Address,
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range=" + o.ServiceCIDR,
 		"--endpoint-reconciler-type=" + reconciler,
 		"--authorization-mode=RBAC",
 		"--token-auth-file=" + tokens,

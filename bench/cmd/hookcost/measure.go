@@ -9,9 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
-
 	"github.com/socklb/socklb/internal/lab"
 	"github.com/socklb/socklb/pkg/datapath"
 )
@@ -56,15 +53,15 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 		err = errors.Join(err, dp.Close(), datapath.Cleanup(w.BPFFS.Path(), false))
 	}()
 
-	progs, err := hookProgs(w.BPFFS.Path())
+	progs, err := datapath.OpenHookPrograms(w.BPFFS.Path(), hookNames...)
 	if err != nil {
 		return nil, err
 	}
-	defer closeProgs(progs)
+	defer progs.Close()
 	// The kernel counts run_time_ns only while some fd holds stats on.
-	statsOn, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	statsOn, err := datapath.EnableRunTimeStats()
 	if err != nil {
-		return nil, fmt.Errorf("enabling BPF run-time stats (Linux 5.8+): %w", err)
+		return nil, err
 	}
 	defer statsOn.Close()
 
@@ -94,7 +91,7 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 type measurer struct {
 	ctx   context.Context
 	w     *lab.World
-	progs map[string]*ebpf.Program
+	progs datapath.HookPrograms
 	cfg   config
 	pod   netip.Addr
 }
@@ -129,7 +126,7 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 			case passthrough:
 				cg = m.w.Cgroup
 			}
-			before, err := readStats(m.progs)
+			before, err := m.progs.Stats()
 			if err != nil {
 				return nil, err
 			}
@@ -141,17 +138,17 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			after, err := readStats(m.progs)
+			after, err := m.progs.Stats()
 			if err != nil {
 				return nil, err
 			}
 			switch dpl {
 			case viaSocklb:
 				rd.Socklb = pair{TCP: tcp, UDP: udp}
-				add(sz.Hooks, delta(before, after))
+				add(sz.Hooks, datapath.SubStats(before, after))
 			case passthrough:
 				rd.Passthrough = pair{TCP: tcp, UDP: udp}
-				add(sz.PassHooks, delta(before, after))
+				add(sz.PassHooks, datapath.SubStats(before, after))
 			default:
 				rd.Direct = pair{TCP: tcp, UDP: udp}
 			}

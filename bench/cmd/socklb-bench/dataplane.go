@@ -48,6 +48,11 @@ type dataplane struct {
 	unsynced string
 	maps     *MapMem // socklb's map memory after its full sync
 	churn    *Churn  // the agent after --churn
+	// socklb's profiles, and why one is missing (a note of the run: a
+	// profile is worth a line, not the run).
+	prof         *profiler
+	profiles     []Profile
+	profileNotes []string
 }
 
 func (d *dataplane) push(f func() error) { d.undo = append(d.undo, f) }
@@ -186,6 +191,7 @@ func (d *dataplane) startSocklb() (time.Time, error) {
 		"--bpffs-path", d.fs.Path(),
 		"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--metrics-bind-address", d.metrics,
+		"--profiling",
 	)
 	if err != nil {
 		return at, err
@@ -205,7 +211,7 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 	// kube-proxy DNATs in OUTPUT, after the route lookup: the ClusterIP
 	// range needs a route. Through the target pod's veth, so an
 	// untranslated packet ends in a lab namespace (which drops it).
-	if err := run("ip", "-n", ns, "route", "add", "10.96.0.0/16", "dev", "vpod1", "src", d.cli.IP.String()); err != nil {
+	if err := run("ip", "-n", ns, "route", "add", serviceCIDR, "dev", "vpod1", "src", d.cli.IP.String()); err != nil {
 		return time.Time{}, err
 	}
 	port := strings.TrimPrefix(d.cp.Server[strings.LastIndex(d.cp.Server, ":"):], ":")
@@ -473,4 +479,17 @@ func (d *dataplane) mapMemory() (map[string]int64, error) {
 		return nil, fmt.Errorf("no maps pinned in %s", dir)
 	}
 	return out, nil
+}
+
+// stopAgent stops the dataplane's agent once its measurements are done.
+// kube-proxy's sync in progress (an iptables-restore of a size it could
+// not program within the timeout) is killed with it: left running it would
+// take a CPU from the dataplanes measured next.
+func (d *dataplane) stopAgent() {
+	switch d.name {
+	case "iptables", "nftables":
+		d.stopKubeProxy()
+	default:
+		d.agent.Stop(10 * time.Second)
+	}
 }

@@ -1,18 +1,21 @@
 // Command socklb-bench measures socklb side by side with the real
 // kube-proxy (iptables and nftables modes) and with direct pod IPs, all fed
 // by one real API server (internal/cluster) with the same objects, each
-// dataplane in its own netns lab, one after the other. It writes
-// bench/results/<date>.json and latest.json; bench/report turns them into
-// BENCHMARKS.md.
+// dataplane in its own netns lab, one after the other. Each run stands
+// alone under its name: <out>/<name>/results.json (the raw figures, with
+// the git commit), <out>/<name>/profiles/ (socklb's CPU and heap profiles
+// and their `go tool pprof -top`); bench/report turns every run directory
+// into its BENCHMARKS.md section and plots, and the top-level BENCHMARKS.md.
 //
-//	socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s      # smoke (CI)
-//	socklb-bench --sizes 100,1000,10000,30000 --rounds 5 --changes 50
+//	socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s --name smoke   # smoke (CI)
+//	socklb-bench --sizes 10000,30000,100000 --rounds 5 --changes 50 --name n10k-100k
 //
 // Besides the runs (a fixed set of keys, so runs of any date compare key
 // by key and bench/report reads them all), the JSON holds socklb_maps
-// (socklb's BPF map memory after its full sync, per map, from bpftool) and
+// (socklb's BPF map memory after its full sync, per map, from bpftool),
 // churn (each agent's RSS and CPU after --churn of one endpoint change per
-// second).
+// second), hook_cost (bpf_stats of socklb's hooks over one extra round) and
+// profiles (the files under profiles/).
 //
 // Needs root and the tool binaries of tests/e2e/tools (make e2e-tools).
 // Figures are printed and written, never asserted: compare ratios to the
@@ -25,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -56,6 +60,7 @@ type config struct {
 	syncTimeout    time.Duration
 	out            string
 	name           string // the run's name: its raw file and its BENCHMARKS.md section
+	runDir         string // <out>/<name>: the raw file, profiles, plots
 	socklb         string
 	kubeProxy      string
 	tools          string
@@ -80,6 +85,9 @@ type Run struct {
 	FullSyncS        *float64 `json:"full_sync_s"`
 	AgentRSSMiB      *float64 `json:"agent_rss_mib"`
 	AgentCPUS        *float64 `json:"agent_cpu_s"`
+	// Note says why the figures are null: not synced within the timeout,
+	// or not attempted after that at a smaller N.
+	Note string `json:"note,omitempty"`
 }
 
 // MapMem is the kernel memory of socklb's BPF maps after its full sync:
@@ -100,6 +108,11 @@ type Churn struct {
 	DurationS   float64 `json:"duration_s"`
 	AgentRSSMiB float64 `json:"agent_rss_mib"`
 	AgentCPUS   float64 `json:"agent_cpu_s"`
+	// The churn's own share: CPU seconds at its start and the changes it
+	// made, so that CPU per endpoint change excludes the full sync and the
+	// programming-latency changes.
+	AgentCPUStartS float64 `json:"agent_cpu_start_s"`
+	Changes        int     `json:"changes"`
 }
 
 type Results struct {
@@ -107,14 +120,18 @@ type Results struct {
 	Runs       []Run          `json:"runs"`
 	SocklbMaps []MapMem       `json:"socklb_maps"`
 	Churn      []Churn        `json:"churn"`
+	HookCost   []HookCost     `json:"hook_cost"`
+	Profiles   []Profile      `json:"profiles"`
 }
 
 // sizeOut is what one size adds to the results.
 type sizeOut struct {
-	runs  []Run
-	notes []string
-	maps  []MapMem
-	churn []Churn
+	runs     []Run
+	notes    []string
+	maps     []MapMem
+	churn    []Churn
+	hooks    []HookCost
+	profiles []Profile
 }
 
 func logf(format string, args ...any) {
@@ -154,8 +171,8 @@ func benchMain() error {
 	flag.DurationVar(&cfg.changeInterval, "change-interval", 1100*time.Millisecond, "time between EndpointSlice changes (kube-proxy's min-sync-period is 1s)")
 	flag.DurationVar(&cfg.churn, "churn", 10*time.Minute, "after the programming-latency changes, one endpoint change per second for this long, then the agent's RSS and CPU again (0: none)")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 15*time.Minute, "how long a dataplane may take to program all Services")
-	flag.StringVar(&cfg.out, "out", "bench/results", "results directory (relative to the module root)")
-	flag.StringVar(&cfg.name, "name", "", "name of this run (e.g. n10k-kube-proxy): its raw file is <date>-<name>.json (default: the sizes)")
+	flag.StringVar(&cfg.out, "out", "bench/results", "directory of the named runs (relative to the module root): this run writes <out>/<name>/")
+	flag.StringVar(&cfg.name, "name", "", "name of this run (e.g. n10k-kube-proxy): its directory under --out (default: n<sizes>)")
 	flag.StringVar(&cfg.socklb, "socklb", "", "socklb binary (default: built from this module)")
 	flag.StringVar(&cfg.kubeProxy, "kube-proxy", "", "kube-proxy binary (default: from the tools directory)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the logs directory")
@@ -226,7 +243,7 @@ func benchMain() error {
 	cfg.self = self
 
 	cluster.Logf = logf
-	cp, err := cluster.Start(tools, dir)
+	cp, err := cluster.StartWith(tools, dir, cluster.Options{ServiceCIDR: serviceCIDR})
 	if err != nil {
 		return fmt.Errorf("control plane: %w", err)
 	}
@@ -245,12 +262,17 @@ func benchMain() error {
 	if cfg.name == "" {
 		cfg.name = "n" + strings.ReplaceAll(sizes, ",", "-")
 	}
-	res := &Results{Machine: machine(cfg, cp, root), SocklbMaps: []MapMem{}, Churn: []Churn{}}
+	if cfg.runDir, err = prepareRunDir(root, cfg.out, cfg.name); err != nil {
+		return err
+	}
+	res := &Results{Machine: machine(cfg, cp, root), SocklbMaps: []MapMem{}, Churn: []Churn{}, HookCost: []HookCost{}, Profiles: []Profile{}}
+	gave := gaveUp{}
 	for _, n := range cfg.sizes {
 		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
 		}
-		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self)
+		res.Machine["api_object_writes"] = strings.Join(objs.writeRates, ", ")
+		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self, gave)
 		if err != nil {
 			cfg.keep = true
 			return fmt.Errorf("N=%d: %w", n, err)
@@ -258,19 +280,21 @@ func benchMain() error {
 		res.Runs = append(res.Runs, so.runs...)
 		res.SocklbMaps = append(res.SocklbMaps, so.maps...)
 		res.Churn = append(res.Churn, so.churn...)
+		res.HookCost = append(res.HookCost, so.hooks...)
+		res.Profiles = append(res.Profiles, so.profiles...)
 		if len(so.notes) > 0 {
 			old, _ := res.Machine["notes"].([]string)
 			res.Machine["notes"] = append(old, so.notes...)
 		}
 		// After every size, so that a long run keeps what it measured.
-		if err := write(root, cfg.out, cfg.name, res); err != nil {
+		if err := write(cfg.runDir, res); err != nil {
 			return err
 		}
 	}
 	if err := cp.Alive(); err != nil {
 		return err
 	}
-	return write(root, cfg.out, cfg.name, res)
+	return write(cfg.runDir, res)
 }
 
 // prepare builds the dataplane's lab, starts the dataplane alone and
@@ -290,6 +314,14 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		return err
 	}
 	tcpAddr, _ := d.addrs(o)
+	var syncProf *pending
+	if d.name == "socklb" {
+		d.prof = &profiler{addr: d.metrics, dir: filepath.Join(d.cfg.runDir, "profiles"), run: d.cfg.runDir}
+		secs := syncProfileSeconds(n, d.cfg.syncTimeout)
+		syncProf = d.prof.background(ctx, n, "sync-cpu", fmt.Sprintf("profile?seconds=%d", secs), secs, func() error {
+			return d.waitMetrics(startedAt)
+		})
+	}
 
 	// Full sync: the target answers through its ClusterIP, and every
 	// Service is programmed.
@@ -302,11 +334,12 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			// Reported, not fatal: the other dataplanes are still measured.
 			d.unsynced = fmt.Sprintf("N=%d %s: not synced within %s (the target never answered through its ClusterIP); its figures are null", n, d.name, d.cfg.syncTimeout)
 			logf("%s", d.unsynced)
+			d.keepProfile(syncProf)
 			if d.agent != nil {
 				if rss, cpu, err := d.usage(); err == nil {
 					logf("at the timeout: agent RSS %.1f MiB, CPU %.2fs", rss, cpu)
 				}
-				d.agent.Stop(10 * time.Second)
+				d.stopAgent()
 			}
 			return nil
 		}
@@ -321,7 +354,11 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 				return d.agent.ExitedErr()
 			}
 			if time.Since(startedAt) > d.cfg.syncTimeout {
-				return fmt.Errorf("full sync: %d of %d frontends programmed after %s (%v)", got, want, d.cfg.syncTimeout, err)
+				d.unsynced = fmt.Sprintf("N=%d %s: not synced within %s (%d of %d frontends programmed, %v); its figures are null", n, d.name, d.cfg.syncTimeout, got, want, err)
+				logf("%s", d.unsynced)
+				d.keepProfile(syncProf)
+				d.stopAgent()
+				return nil
 			}
 			time.Sleep(20 * time.Millisecond)
 			done = time.Now()
@@ -348,6 +385,11 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			} else {
 				logf("bpftool not found: socklb's map memory not measured")
 			}
+			// The CPU profile of the sync ends before the changes start,
+			// so that its samples are the sync's; the heap profile follows
+			// the RSS reading above.
+			d.keepProfile(syncProf)
+			d.keepProfile(d.prof.background(ctx, n, "heap", "heap?gc=1", 0, nil))
 		}
 	}
 
@@ -416,7 +458,7 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		}
 	}
 	if d.agent != nil {
-		d.agent.Stop(10 * time.Second)
+		d.stopAgent()
 	}
 	return nil
 }
@@ -424,6 +466,15 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 // churn changes one endpoint per second for --churn (a filler Service's,
 // a different one each time), then reads the agent's RSS and CPU again.
 func churn(ctx context.Context, d *dataplane, o *objects, n int) error {
+	_, cpu0, err := d.usage()
+	if err != nil {
+		return err
+	}
+	var prof *pending
+	if d.prof != nil {
+		secs := max(1, int(d.cfg.churn.Seconds()))
+		prof = d.prof.background(ctx, n, "churn-cpu", fmt.Sprintf("profile?seconds=%d", secs), secs, nil)
+	}
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -448,14 +499,18 @@ func churn(ctx context.Context, d *dataplane, o *objects, n int) error {
 		return err
 	}
 	el := time.Since(start).Seconds()
-	d.churn = &Churn{NServices: n, Dataplane: d.name, DurationS: *fptr(el), AgentRSSMiB: *fptr(rss), AgentCPUS: *fptr(cpu)}
+	d.churn = &Churn{NServices: n, Dataplane: d.name, DurationS: *fptr(el), AgentRSSMiB: *fptr(rss), AgentCPUS: *fptr(cpu),
+		AgentCPUStartS: *fptr(cpu0), Changes: k}
+	if prof != nil {
+		d.keepProfile(prof)
+	}
 	logf("after %.0fs of churn (%d endpoint changes): agent RSS %.1f MiB, CPU %.2fs since start", el, k, rss, cpu)
 	return nil
 }
 
 // rounds runs the connect and the UDP rounds, each round going through
 // every lab in turn so that a change of background load hits them alike.
-func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
+func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) (hooks []HookCost, err error) {
 	var live []*dataplane
 	var liveRuns []*Run
 	for i, d := range ds {
@@ -464,12 +519,26 @@ func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
 		}
 	}
 	ds, runs = live, liveRuns
+	// Hook cost: one more socklb round after the measured ones, with the
+	// kernel's run-time stats on, so that the measured connects/s and UDP
+	// figures never pay for the stats' clock reads. The agent has stopped;
+	// its pinned links still run the programs whose counters these are.
+	counters := make([]*hookCounter, len(ds))
+	for i, d := range ds {
+		if d.name != "socklb" {
+			continue
+		}
+		if counters[i], err = newHookCounter(d.fs.Path()); err != nil {
+			return nil, err
+		}
+		defer counters[i].close()
+	}
 	tcp := make([][3][]float64, len(ds)) // rate, p50, p99 per round
 	udp := make([][]float64, len(ds))
 	for _, d := range ds { // warm-up: page cache, neighbours, conntrack
 		tcpAddr, _ := d.addrs(o)
 		if _, err := d.client.do(request{Op: "tcp", Addr: tcpAddr, Count: 100}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for k := 0; k < cfg.rounds; k++ {
@@ -477,11 +546,11 @@ func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
 			tcpAddr, _ := d.addrs(o)
 			resp, err := d.client.do(request{Op: "tcp", Addr: tcpAddr, Count: cfg.connects})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			// A rare failure (a SYN lost twice) is reported; more is a bug.
 			if resp.Errors*100 > cfg.connects || resp.Replies["t"] != resp.OK {
-				return fmt.Errorf("%s: tcp to %s: %d ok, %d errors (%s), replies %v", d.name, tcpAddr, resp.OK, resp.Errors, resp.FirstError, resp.Replies)
+				return nil, fmt.Errorf("%s: tcp to %s: %d ok, %d errors (%s), replies %v", d.name, tcpAddr, resp.OK, resp.Errors, resp.FirstError, resp.Replies)
 			}
 			if resp.Errors > 0 {
 				logf("%s: %d of %d connects failed (%s)", d.name, resp.Errors, cfg.connects, resp.FirstError)
@@ -496,12 +565,27 @@ func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
 			_, udpAddr := d.addrs(o)
 			resp, err := d.client.do(request{Op: "udp", Addr: udpAddr, Count: cfg.udp})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if resp.Errors*100 > cfg.udp {
-				return fmt.Errorf("%s: udp to %s: %d ok, %d errors (%s)", d.name, udpAddr, resp.OK, resp.Errors, resp.FirstError)
+				return nil, fmt.Errorf("%s: udp to %s: %d ok, %d errors (%s)", d.name, udpAddr, resp.OK, resp.Errors, resp.FirstError)
 			}
 			udp[i] = append(udp[i], float64(resp.OK)/resp.Elapsed.Seconds())
+		}
+	}
+	for i, d := range ds {
+		if counters[i] == nil {
+			continue
+		}
+		tcpAddr, udpAddr := d.addrs(o)
+		if err := counters[i].around(func() error {
+			if _, err := d.client.do(request{Op: "tcp", Addr: tcpAddr, Count: cfg.connects}); err != nil {
+				return err
+			}
+			_, err := d.client.do(request{Op: "udp", Addr: udpAddr, Count: cfg.udp})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("%s: the bpf_stats round: %w", d.name, err)
 		}
 	}
 	for i, d := range ds {
@@ -510,12 +594,21 @@ func rounds(cfg *config, ds []*dataplane, runs []*Run, o *objects) error {
 		r.UDPRRPerS = fptr(median(udp[i]))
 		logf("%-8s TCP %.0f connects/s (rounds %v), connect p50 %.1fµs p99 %.1fµs; UDP %.0f req/s (rounds %v)",
 			d.name, *r.ConnectsPerS, round0(tcp[i][0]), *r.ConnectP50us, *r.ConnectP99us, *r.UDPRRPerS, round0(udp[i]))
+		if counters[i] != nil {
+			hc := counters[i].result(r.NServices)
+			for _, name := range slices.Sorted(maps.Keys(hc.Hooks)) {
+				if c := hc.Hooks[name]; c.NSPerCall != nil {
+					logf("%s: %s %.0f ns/call over %d calls (bpf_stats)", d.name, name, *c.NSPerCall, c.RunCount)
+				}
+			}
+			hooks = append(hooks, hc)
+		}
 	}
-	return nil
+	return hooks, nil
 }
 
 // sizeRun measures every dataplane with n Services in place.
-func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *objects, n int, dir, self string) (so sizeOut, err error) {
+func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *objects, n int, dir, self string, gave gaveUp) (so sizeOut, err error) {
 	var ds []*dataplane
 	var runs []*Run
 	defer func() {
@@ -526,10 +619,19 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 			}
 		}
 	}()
+	var skipped []Run
+	var live []string
 	for _, name := range cfg.dataplanes {
 		if err := ctx.Err(); err != nil {
 			return so, err
 		}
+		if note := gave.note(name, cfg.syncTimeout); note != "" {
+			logf("=== N=%d %s: %s", n, name, note)
+			skipped = append(skipped, Run{NServices: n, Dataplane: name, Note: note})
+			so.notes = append(so.notes, fmt.Sprintf("N=%d %s: %s", n, name, note))
+			continue
+		}
+		live = append(live, name)
 		logf("=== N=%d %s", n, name)
 		ddir := filepath.Join(dir, fmt.Sprintf("%d-%s", n, name))
 		if err := os.MkdirAll(ddir, 0o755); err != nil {
@@ -546,24 +648,29 @@ func sizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane, o *obje
 			return so, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	logf("=== N=%d connect and UDP rounds, %s in turn", n, strings.Join(cfg.dataplanes, ", "))
-	if err := rounds(cfg, ds, runs, o); err != nil {
+	logf("=== N=%d connect and UDP rounds, %s in turn", n, strings.Join(live, ", "))
+	if so.hooks, err = rounds(cfg, ds, runs, o); err != nil {
 		return so, err
 	}
 	for i, r := range runs {
+		if ds[i].unsynced != "" {
+			r.Note = fmt.Sprintf("did not sync within %s", cfg.syncTimeout)
+			so.notes = append(so.notes, ds[i].unsynced)
+			gave.record(r.Dataplane, n)
+		}
 		b, _ := json.Marshal(r)
 		logf("result: %s", b)
 		so.runs = append(so.runs, *r)
-		if ds[i].unsynced != "" {
-			so.notes = append(so.notes, ds[i].unsynced)
-		}
 		if ds[i].maps != nil {
 			so.maps = append(so.maps, *ds[i].maps)
 		}
 		if ds[i].churn != nil {
 			so.churn = append(so.churn, *ds[i].churn)
 		}
+		so.profiles = append(so.profiles, ds[i].profiles...)
+		so.notes = append(so.notes, ds[i].profileNotes...)
 	}
+	so.runs = append(so.runs, skipped...)
 	return so, nil
 }
 
@@ -655,27 +762,40 @@ func machine(cfg config, cp *cluster.ControlPlane, root string) map[string]any {
 	return m
 }
 
-// write saves the run as <date>-<name>.json, its own raw file that no
-// other run overwrites, and as latest.json, which bench/report reads.
-func write(root, out, name string, res *Results) error {
+// rawFile is the run's raw results in its directory; bench/report reads
+// every <out>/<name>/results.json.
+const rawFile = "results.json"
+
+// prepareRunDir makes <out>/<name> and empties its profiles: a rerun under
+// the same name replaces the run, and a profile of the earlier run (at a
+// size this one does not reach) must not pass for this run's.
+func prepareRunDir(root, out, name string) (string, error) {
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(root, out)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
+	if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+		return "", fmt.Errorf("run name %q: one path element, e.g. n10k-kube-proxy", name)
 	}
+	dir := filepath.Join(out, name)
+	if err := os.RemoveAll(filepath.Join(dir, "profiles")); err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// write saves the run's raw file, after every size so that a long run
+// keeps what it measured.
+func write(runDir string, res *Results) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
-	dated := filepath.Join(out, time.Now().UTC().Format("2006-01-02")+"-"+name+".json")
-	for _, p := range []string{dated, filepath.Join(out, "latest.json")} {
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return err
-		}
+	p := filepath.Join(runDir, rawFile)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		return err
 	}
-	logf("wrote %s and latest.json", dated)
+	logf("wrote %s", p)
 	return nil
 }
 

@@ -25,9 +25,12 @@ import (
 )
 
 const (
-	benchNS   = "bench"
-	nodeName  = "node-a"
-	managedBy = "socklb-bench"
+	// serviceCIDR holds 1 048 574 ClusterIPs (the API server's /12 limit
+	// for IPv4): the default /16 runs out before 100 000 Services.
+	serviceCIDR = "10.96.0.0/12"
+	benchNS     = "bench"
+	nodeName    = "node-a"
+	managedBy   = "socklb-bench"
 	// Lab pods, the same addresses in every dataplane's lab.
 	targetIP = "10.244.1.10"
 	podAIP   = "10.244.1.11"
@@ -48,6 +51,10 @@ type objects struct {
 	probeOn   string                     // "a" or "b"
 	fillers   int
 	churned   int // endpoint changes made by churnOne so far
+	// writeRates are the API writes per second of each grow, kept in the
+	// run's machine facts: at 100 000 Services the 200 000 writes take
+	// minutes, and a slow API server shows there first.
+	writeRates []string
 }
 
 func slice(name, svc string, ports []discoveryv1.EndpointPort, ips ...string) *discoveryv1.EndpointSlice {
@@ -180,8 +187,12 @@ feed:
 		return err
 	}
 	o.fillers = want
-	logf("API objects: %d Services with %d endpoints each (+ target, probe), %d written in %s",
-		want, endpointsPerService, want-from, time.Since(start).Round(time.Millisecond))
+	// The rate says whether the 200 000 objects of N=100 000 fit a run:
+	// each filler is a Service and its EndpointSlice, two writes.
+	el := time.Since(start)
+	o.writeRates = append(o.writeRates, fmt.Sprintf("N=%d: %.0f/s", total, float64(2*(want-from))/el.Seconds()))
+	logf("API objects: %d Services with %d endpoints each (+ target, probe), %d written in %s (%.0f objects/s)",
+		want, endpointsPerService, want-from, el.Round(time.Millisecond), float64(2*(want-from))/el.Seconds())
 	return nil
 }
 

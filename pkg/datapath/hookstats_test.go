@@ -1,0 +1,80 @@
+package datapath
+
+import (
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/socklb/socklb/internal/lab"
+)
+
+// TestHookStatsCountAConnect attaches the hooks to a fresh child cgroup,
+// runs one connect() to a 127.0.0.1 listener from a shell placed in that
+// cgroup, and expects connect4's counters, read through the pinned link as
+// the benchmark reads them, to have moved by that call.
+func TestHookStatsCountAConnect(t *testing.T) {
+	requireRoot(t)
+	cg, err := lab.NewCgroup()
+	if err != nil {
+		t.Fatalf("child cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cg.Close(); err != nil {
+			t.Errorf("removing cgroup %s: %v", cg.Path(), err)
+		}
+	})
+	dir := pinDir(t)
+	openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path()})
+
+	progs, err := OpenHookPrograms(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer progs.Close()
+	if len(progs) != len(hooks) {
+		t.Fatalf("opened %d hook programs, want %d (%v)", len(progs), len(hooks), HookNames())
+	}
+	on, err := EnableRunTimeStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer on.Close()
+
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	before, err := progs.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	cmd := exec.Command("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/"+strconv.Itoa(port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.FD()}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("connect from the cgroup: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	after, err := progs.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := SubStats(before, after)["connect4"]
+	if d.RunCount < 1 || d.RunTimeNS == 0 {
+		t.Errorf("connect4 after one connect: %+v, want at least one call with its run time", d)
+	}
+	if _, ok := d.NSPerCall(); !ok {
+		t.Errorf("connect4: no ns per call from %+v", d)
+	}
+	if _, ok := (HookStats{}).NSPerCall(); ok {
+		t.Error("NSPerCall of no call says it has a figure")
+	}
+}
