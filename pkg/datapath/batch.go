@@ -14,7 +14,7 @@ import (
 )
 
 // The first sync of a large cluster writes every entry of every Service
-// map: at 10 000 Services of 10 endpoints ≈ 220 000 entries, one syscall
+// map: at 10 000 Services of 10 endpoints 420 000 entries, one syscall
 // each on the per-entry path. BPF_MAP_UPDATE_BATCH writes a chunk of them
 // per syscall. Only new frontends take this path: a changed one needs the
 // generation switch of upsert, which one batch cannot order.
