@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -204,6 +205,54 @@ func rawDump(t *testing.T, m *ebpf.Map) map[string]string {
 		}
 		if err != nil {
 			t.Fatalf("dumping %s: %v", m, err)
+		}
+	}
+}
+
+// TestBatchRefusedMapWrittenPerEntry: the kernel's "no batch for this
+// map" answers are told from a full map, and a map marked refused is
+// written per entry by the batch path (per-CPU stats included) exactly as
+// upsert writes it.
+func TestBatchRefusedMapWrittenPerEntry(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		refused bool
+	}{
+		{fmt.Errorf("batch update: %w", ebpf.ErrNotSupported), true},
+		{fmt.Errorf("batch update: %w", unix.EINVAL), true},
+		{enotsupp, true},
+		{fmt.Errorf("batch update: %w", unix.E2BIG), false},
+		{unix.ENOMEM, false},
+	} {
+		if got := batchRefused(c.err); got != c.refused {
+			t.Errorf("batchRefused(%v) = %v, want %v", c.err, got, c.refused)
+		}
+	}
+
+	want := batchState(100)
+	cfg := Config{MaxServices: 1024, MaxBackends: 8192}
+	ref := openTest(t, cfg)
+	keys := make([]servicemap.FrontendKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {
+		if err := ref.ApplyDelta(servicemap.Delta{Upsert: servicemap.State{k: want[k]}}).Err(); err != nil {
+			t.Fatalf("per-entry ApplyDelta: %v", err)
+		}
+	}
+	d := openTest(t, cfg)
+	for _, def := range fillOrder() {
+		d.batch.refused[def.name] = ebpf.ErrNotSupported
+	}
+	if res := mustApply(t, d, want); res.Batched != len(want) {
+		t.Fatalf("%d of %d frontends through the batch path", res.Batched, len(want))
+	}
+	for _, def := range fillOrder() {
+		got, exp := rawDump(t, *mapFields(&d.t)[def.name]), rawDump(t, *mapFields(&ref.t)[def.name])
+		if !reflect.DeepEqual(got, exp) {
+			t.Errorf("%s map: written per entry by the batch path (%d entries), it differs from upsert's (%d)", def.name, len(got), len(exp))
 		}
 	}
 }
