@@ -256,3 +256,30 @@ func TestBatchRefusedMapWrittenPerEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestFillOrder: the batch fill writes what a services entry leads to
+// before it: services last, slots after the backends and stats they point
+// at, one rank per map so the order never depends on the table's.
+func TestFillOrder(t *testing.T) {
+	order := fillOrder()
+	pos := map[string]int{}
+	ranks := map[int]string{}
+	for i, def := range order {
+		pos[def.name] = i
+		if other, ok := ranks[def.fill]; ok {
+			t.Errorf("maps %s and %s share fill rank %d", other, def.name, def.fill)
+		}
+		ranks[def.fill] = def.name
+	}
+	if len(order) != len(serviceMaps()) {
+		t.Errorf("fillOrder has %d maps, Apply fills %d", len(order), len(serviceMaps()))
+	}
+	if pos[socklbbpf.SocklbMapServices] != len(order)-1 {
+		t.Errorf("services is written at %d of %d: a connect could find a Service whose slots are missing", pos[socklbbpf.SocklbMapServices], len(order))
+	}
+	for _, before := range []string{socklbbpf.SocklbMapBackends, socklbbpf.SocklbMapStats} {
+		if pos[before] > pos[socklbbpf.SocklbMapSlots] {
+			t.Errorf("%s is written after slots: a slot could point at a missing backend", before)
+		}
+	}
+}
