@@ -75,6 +75,7 @@ type Agent struct {
 	triggers map[types.NamespacedName][]time.Time
 	// afterSync, if set, is called at the end of each sync (tests).
 	afterSync func(ok bool)
+	first     firstSync
 }
 
 // Run syncs what src delivers until ctx is done. Changes that arrive while
@@ -100,6 +101,7 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 	kick := make(chan struct{}, 1)
 	changed := func() {
 		now := time.Now()
+		a.first.sourceReady(now)
 		a.health.Queued(now)
 		a.metrics.queued(now)
 		select {
@@ -177,12 +179,19 @@ func (a *Agent) pendingChanges() changeCount {
 func (a *Agent) sync(full bool) bool {
 	start := time.Now()
 	r := a.read(full)
+	read := time.Now()
 	a.metrics.checkedOut(r.changes)
 	a.reportProblems(r.problems)
+	applyStart := time.Now()
 	res := a.apply(r)
+	applied := time.Now()
 	a.reportFailures(r.state, res)
 	done := time.Now()
 	d := done.Sub(start)
+	if !a.first.reported {
+		a.first.rebuild, a.first.apply = read.Sub(start), applied.Sub(applyStart)
+		a.logFirstSync(r, res, done)
+	}
 
 	a.cfg.HealthChecks.Sync(r.checks)
 	a.observeProgramming(r.triggers, r.state, res, done)

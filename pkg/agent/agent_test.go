@@ -70,10 +70,12 @@ type fakeApplier struct {
 	mu      sync.Mutex
 	fail    map[string]bool // Service name
 	applied chan servicemap.State
+	delay   time.Duration // how long each Apply takes
 }
 
 func (a *fakeApplier) Apply(st servicemap.State) datapath.ApplyResult {
 	a.mu.Lock()
+	time.Sleep(a.delay)
 	res := datapath.ApplyResult{Upserted: len(st), Failed: map[servicemap.FrontendKey]error{}}
 	for k, fe := range st {
 		if a.fail[fe.Service.Name] {

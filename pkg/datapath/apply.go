@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -16,6 +15,9 @@ import (
 type ApplyResult struct {
 	Upserted int // frontends written (new or changed)
 	Removed  int
+	// Batched counts the Upserted written with batch map updates (new
+	// frontends of a large Apply: the first sync above all).
+	Batched int
 	// Failed maps each frontend that could not be programmed to why. Such
 	// a frontend keeps what it had before (or stays absent); the next
 	// Apply tries again.
@@ -54,8 +56,20 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 			d.applyRemove(key, &res)
 		}
 	}
+	var fresh []servicemap.Frontend
 	for key, fe := range want {
+		if _, ok := d.current[key]; !ok {
+			fresh = append(fresh, fe)
+			continue
+		}
 		d.applyUpsert(key, fe, &res)
+	}
+	if len(fresh) >= d.batch.min {
+		d.applyNew(fresh, &res)
+	} else {
+		for _, fe := range fresh {
+			d.applyUpsert(fe.Key, fe, &res)
+		}
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	d.finishMigration(len(res.Failed) == 0)
@@ -209,13 +223,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		undo = append(undo, func() { _ = d.t.slots.Delete(sk) })
 	}
 	if old == nil || svcName(old.Frontend) != svcName(fe) {
-		var name socklbbpf.SocklbSvcName
-		for i, c := range []byte(svcName(fe)) {
-			if i == len(name.Name)-1 {
-				break
-			}
-			name.Name[i] = int8(c)
-		}
+		name := nameValue(fe)
 		if err := put(func() error { return d.t.svcNames.Put(next.ID, name) }); err != nil {
 			rollback()
 			return mapErr(socklbbpf.SocklbMapSvcNames, err)
@@ -223,20 +231,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	}
 
 	// The flip: from here on readers use the new generation.
-	sv := socklbbpf.SocklbSvcValue{
-		SvcId:           next.ID,
-		Count:           uint32(len(next.BackendIDs)),
-		Generation:      next.Generation,
-		AffinityTimeout: uint32(fe.Affinity / time.Second),
-		AffinityId:      next.AffinityID,
-		Kind:            kindToMap(fe.Kind),
-	}
-	if fe.PolicyDrop {
-		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_POLICY_DROP
-	}
-	if fe.LocalOnly {
-		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_LOCAL
-	}
+	sv := svcValue(next)
 	if err := put(func() error { return d.t.services.Put(svcKey(fe.Key), sv) }); err != nil {
 		rollback()
 		return mapErr(socklbbpf.SocklbMapServices, err)

@@ -25,6 +25,7 @@ type Datapath struct {
 	backendIDs *idAllocator
 	groupIDs   *idAllocator
 	groups     map[affinityGroup]*groupRef
+	batch      batchWriter
 
 	term    *terminator // nil when socket termination is off or unavailable
 	termErr error       // why it is unavailable
@@ -76,6 +77,7 @@ func Open(cfg Config) (*Datapath, error) {
 		retvalErr:  retvalErr,
 		groupIDs:   newIDAllocator(cfg.MaxServices),
 		groups:     map[affinityGroup]*groupRef{},
+		batch:      newBatchWriter(),
 	}
 	if err := d.adopt(); err != nil {
 		d.Close()

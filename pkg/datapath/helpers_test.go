@@ -20,7 +20,7 @@ const (
 	verdictUnreach = socklbbpf.SocklbTestLbVerdictLB_UNREACH
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	testkit.RequireRoot(t, "loads BPF programs and pins maps on bpffs")
 }
@@ -28,7 +28,7 @@ func requireRoot(t *testing.T) {
 // pinDir is a fresh per-test directory on a bpffs instance of the test's
 // own, so tests never touch the host's /sys/fs/bpf; unmounting it at the
 // end drops anything Cleanup missed.
-func pinDir(t *testing.T) string {
+func pinDir(t testing.TB) string {
 	t.Helper()
 	dir := testkit.PrivateBPFFS(t).Path()
 	// Registered after the unmount, so it runs before it.
@@ -41,7 +41,7 @@ func pinDir(t *testing.T) string {
 }
 
 // openTest opens a datapath that pins maps but attaches nothing.
-func openTest(t *testing.T, cfg Config) *Datapath {
+func openTest(t testing.TB, cfg Config) *Datapath {
 	t.Helper()
 	requireRoot(t)
 	if cfg.BPFFSPath == "" {

@@ -36,6 +36,10 @@ type mapDef struct {
 	// fromAPI: Apply fills the map from the API's state, so a migration
 	// may refill it instead of copying it.
 	fromAPI bool
+	// fill orders the fromAPI maps for a batch fill: a reader goes
+	// services -> slots -> backends (stats, members beside them), so
+	// lower numbers are written first and services last.
+	fill int
 	// key and value are zero values of the Go types used with the map (a
 	// per-CPU map's value: one CPU's); TestMapTable checks their layout
 	// against the map's BTF.
@@ -47,18 +51,18 @@ type mapDef struct {
 // BTF check follow from it, and the agent reads or dumps it once it is a
 // field of tables.
 var mapTable = []mapDef{
-	{name: socklbbpf.SocklbMapServices, owner: objHooks, fromAPI: true, size: maxServices, flag: "--max-services",
+	{name: socklbbpf.SocklbMapServices, owner: objHooks, fromAPI: true, fill: 6, size: maxServices, flag: "--max-services",
 		key: socklbbpf.SocklbSvcKey{}, value: socklbbpf.SocklbSvcValue{}},
-	{name: socklbbpf.SocklbMapSvcNames, owner: objHooks, fromAPI: true, size: maxServices, flag: "--max-services",
+	{name: socklbbpf.SocklbMapSvcNames, owner: objHooks, fromAPI: true, fill: 5, size: maxServices, flag: "--max-services",
 		key: uint32(0), value: socklbbpf.SocklbSvcName{}},
 	// A service being switched holds two generations of slots.
-	{name: socklbbpf.SocklbMapSlots, owner: objHooks, fromAPI: true, size: func(c Config) uint32 { return 2 * c.MaxBackends }, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapSlots, owner: objHooks, fromAPI: true, fill: 4, size: func(c Config) uint32 { return 2 * c.MaxBackends }, flag: "--max-backends",
 		key: socklbbpf.SocklbSlotKey{}, value: socklbbpf.SocklbSlotValue{}},
-	{name: socklbbpf.SocklbMapBackends, owner: objHooks, fromAPI: true, size: maxBackends, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapBackends, owner: objHooks, fromAPI: true, fill: 2, size: maxBackends, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackend{}},
-	{name: socklbbpf.SocklbMapStats, owner: objHooks, fromAPI: true, size: maxBackends, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapStats, owner: objHooks, fromAPI: true, fill: 1, size: maxBackends, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackendStats{}},
-	{name: socklbbpf.SocklbMapMembers, owner: objHooks, fromAPI: true, size: maxBackends, flag: "--max-backends",
+	{name: socklbbpf.SocklbMapMembers, owner: objHooks, fromAPI: true, fill: 3, size: maxBackends, flag: "--max-backends",
 		key: socklbbpf.SocklbMemberKey{}, value: uint32(0)},
 	{name: socklbbpf.SocklbMapAffinity, owner: objHooks, size: func(c Config) uint32 { return c.MaxAffinity }, flag: "--max-affinity",
 		key: socklbbpf.SocklbAffinityKey{}, value: socklbbpf.SocklbAffinityValue{}},

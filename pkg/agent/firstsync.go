@@ -1,0 +1,48 @@
+package agent
+
+import (
+	"sync"
+	"time"
+
+	"github.com/socklb/socklb/pkg/datapath"
+)
+
+// processStart is as close to the process's start as Go code gets: the
+// benchmark's full sync counts from the exec, before flags, pins and the
+// datapath's load, all of which run after package initialisation.
+var processStart = time.Now()
+
+// firstSync times the phases of the agent's first sync, for one log line
+// that says where a slow start went: the informers' lists, the full
+// rebuild of the Services, the map writes.
+type firstSync struct {
+	once     sync.Once
+	listed   time.Time // the source's first changed(): caches synced
+	rebuild  time.Duration
+	apply    time.Duration
+	reported bool
+}
+
+// sourceReady records the source's first changed() call. The kick that
+// follows orders it before the sync loop reads it.
+func (f *firstSync) sourceReady(now time.Time) {
+	f.once.Do(func() { f.listed = now })
+}
+
+// logFirstSync writes the "first sync" line once, after the first sync
+// that read everything (the first one always does).
+func (a *Agent) logFirstSync(r round, res datapath.ApplyResult, done time.Time) {
+	f := &a.first
+	if !r.full {
+		return
+	}
+	f.reported = true
+	listed := f.listed
+	if listed.IsZero() {
+		listed = a.started
+	}
+	a.log.Info("first sync", "frontends", len(r.state), "upserted", res.Upserted, "batched", res.Batched,
+		"failed", len(res.Failed),
+		"informers_synced_after", listed.Sub(a.started), "rebuild_took", f.rebuild, "apply_took", f.apply,
+		"took", done.Sub(a.started), "since_process_start", done.Sub(processStart))
+}
