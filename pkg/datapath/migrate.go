@@ -140,18 +140,6 @@ func prepareMigration(bpffs, newDir string, maps map[string]*ebpf.MapSpec) (*mig
 			kind[name] = "fresh"
 		}
 	}
-	if old := olds[socklbbpf.SocklbMapSkState]; old != nil && kind[socklbbpf.SocklbMapSkState] == "fresh" {
-		ok, why, err := canCarry(old)
-		switch {
-		case err != nil:
-			return nil, err
-		case ok:
-			m.carryFrom = old
-			delete(olds, socklbbpf.SocklbMapSkState)
-		default:
-			m.carryNote = "live sockets' sk_state not carried: " + why
-		}
-	}
 	for name, k := range kind {
 		switch k {
 		case "kept":
@@ -165,6 +153,18 @@ func prepareMigration(bpffs, newDir string, maps map[string]*ebpf.MapSpec) (*mig
 			m.copied = append(m.copied, name)
 		default:
 			m.fresh = append(m.fresh, name)
+		}
+	}
+	if old := olds[socklbbpf.SocklbMapSkState]; old != nil && kind[socklbbpf.SocklbMapSkState] == "fresh" {
+		ok, why, err := canCarry(old)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			m.carryFrom = old
+			delete(olds, socklbbpf.SocklbMapSkState)
+		default:
+			m.carryNote = "live sockets' sk_state not carried: " + why
 		}
 	}
 	return m, nil
