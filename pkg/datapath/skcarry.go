@@ -88,7 +88,8 @@ func newCarrier(old, newState, services *ebpf.Map, cgroup string) (*carrier, err
 }
 
 // walk runs the iterators in every network namespace of the cgroup and
-// returns how many sockets have been carried in total so far.
+// returns how many sockets have been carried in total so far; sockets the
+// kernel gave no storage in the new map are an error.
 func (c *carrier) walk() (uint64, error) {
 	var errs []error
 	for _, ns := range cgroupNamespaces(c.cgroup) {
@@ -103,9 +104,15 @@ func (c *carrier) walk() (uint64, error) {
 			r.Close()
 		}
 	}
-	var n uint64
+	var n, lost uint64
 	if err := c.carried.Lookup(uint32(0), &n); err != nil {
 		errs = append(errs, fmt.Errorf("reading sk_carried: %w", err))
+	}
+	if err := c.carried.Lookup(uint32(1), &lost); err != nil {
+		errs = append(errs, fmt.Errorf("reading sk_carried: %w", err))
+	}
+	if lost > 0 {
+		errs = append(errs, fmt.Errorf("%d sockets got no storage in the new sk_state (kernel memory)", lost))
 	}
 	return n, errors.Join(errs...)
 }
