@@ -213,6 +213,9 @@ func (a *Agent) sync(full bool) bool {
 	if res.SocketErr != nil {
 		a.log.Warn("destroying sockets of removed backends", "err", res.SocketErr)
 	}
+	if res.Switched != "" {
+		a.log.Info("migration finished", "migration", res.Switched)
+	}
 	if a.afterSync != nil {
 		a.afterSync(ok)
 	}

@@ -26,6 +26,10 @@ type ApplyResult struct {
 	// SocketErr says what went wrong doing so (the maps are still right).
 	SocketsDestroyed int
 	SocketErr        error
+	// Switched says what the pending migration did when this Apply let
+	// the links switch to the new maps (the live sockets' state carried),
+	// or is empty.
+	Switched string
 }
 
 // Err joins the failures into one error, sorted for stable logs.
@@ -72,7 +76,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 		}
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
-	d.finishMigration(len(res.Failed) == 0)
+	res.Switched = d.finishMigration(len(res.Failed) == 0)
 	return res
 }
 

@@ -91,6 +91,10 @@ func Open(cfg Config) (*Datapath, error) {
 		// until the first Apply has filled them (finishMigration).
 		d.pending = mig
 	} else {
+		if mig != nil {
+			mig.carry()
+			d.migration = mig.String(pinDir)
+		}
 		if cfg.CgroupPath != "" {
 			if err := attachHooks(cfg, &objs.SocklbPrograms); err != nil {
 				d.Close()
@@ -98,7 +102,7 @@ func Open(cfg Config) (*Datapath, error) {
 			}
 		}
 		if mig != nil {
-			d.pendingErr = mig.dropOlder()
+			d.pendingErr = mig.switched()
 		}
 	}
 	if cfg.CgroupPath != "" {

@@ -34,7 +34,10 @@ import (
 // from the API's state before the links switch (refill). Affinity is keyed
 // by ids the refill reallocates, so it starts empty with them. Per-socket
 // state (sk_state) is kept whenever its own layout is: its entries name
-// endpoints, which the hooks check against members before use.
+// endpoints, which the hooks check against members before use. When its
+// layout changed, and the old one is the one this binary converts from,
+// the new sk_state is fresh but the live sockets' entries are carried into
+// it (skcarry.go): once before the links switch and once after.
 type migration struct {
 	from   generation   // the generation the links serve from
 	older  []generation // every generation but the new one, unpinned at the end
@@ -42,15 +45,24 @@ type migration struct {
 
 	kept, copied, fresh []string
 	sources             map[string]*ebpf.Map // copied maps' old selves, closed after the copy
+
+	carryFrom *ebpf.Map // the old sk_state, when its entries can be carried
+	carrying  *carrier  // loaded once the new sk_state exists
+	carryNote string    // what became of the sockets' state, for the log
 }
 
 func (m *migration) String(to string) string {
+	var s string
 	switch {
 	case m.refill:
-		return fmt.Sprintf("from %s to %s: kept %v, copied %v, refilled %v; the links switch after the first sync", m.from.dir, to, m.kept, m.copied, m.fresh)
+		s = fmt.Sprintf("from %s to %s: kept %v, copied %v, refilled %v; the links switch after the first sync", m.from.dir, to, m.kept, m.copied, m.fresh)
 	default:
-		return fmt.Sprintf("from %s to %s: kept %v, copied %v, new %v", m.from.dir, to, m.kept, m.copied, m.fresh)
+		s = fmt.Sprintf("from %s to %s: kept %v, copied %v, new %v", m.from.dir, to, m.kept, m.copied, m.fresh)
 	}
+	if m.carryNote != "" {
+		s += "; " + m.carryNote
+	}
+	return s
 }
 
 // prepareMigration looks for pinned generations other than newDir and, if
@@ -143,6 +155,18 @@ func prepareMigration(bpffs, newDir string, maps map[string]*ebpf.MapSpec) (*mig
 			m.fresh = append(m.fresh, name)
 		}
 	}
+	if old := olds[socklbbpf.SocklbMapSkState]; old != nil && kind[socklbbpf.SocklbMapSkState] == "fresh" {
+		ok, why, err := canCarry(old)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			m.carryFrom = old
+			delete(olds, socklbbpf.SocklbMapSkState)
+		default:
+			m.carryNote = "live sockets' sk_state not carried: " + why
+		}
+	}
 	return m, nil
 }
 
@@ -196,6 +220,61 @@ func copyMap(src, dst *ebpf.Map) error {
 	return it.Err()
 }
 
+// prepareCarry loads the iterators that carry the live sockets' sk_state
+// into the new map; carry runs them. A failure costs only that state, as
+// before carrying existed, so it is noted and the migration goes on.
+func (m *migration) prepareCarry(objs *socklbbpf.SocklbMaps, cgroup string) {
+	if m.carryFrom == nil {
+		return
+	}
+	if cgroup == "" {
+		// No hooks, so no socket has state to carry.
+		m.carryFrom.Close()
+		m.carryFrom = nil
+		return
+	}
+	c, err := newCarrier(m.carryFrom, objs.SkState, objs.Services, cgroup)
+	if err != nil {
+		m.carryFrom.Close()
+	}
+	m.carryFrom = nil
+	if err != nil {
+		m.carryNote = "live sockets' sk_state not carried: " + err.Error()
+		return
+	}
+	m.carrying = c
+	m.carryNote = "live sockets' sk_state carried at the switch"
+}
+
+// carry walks the sockets once before the links switch, when the new
+// Service maps are complete (the carried entries take their ids).
+func (m *migration) carry() {
+	if m.carrying == nil {
+		return
+	}
+	n, err := m.carrying.walk()
+	if err != nil {
+		m.carryNote = fmt.Sprintf("live sockets' sk_state carried for %d sockets, with errors: %v", n, err)
+		return
+	}
+	m.carryNote = fmt.Sprintf("carried sk_state of %d sockets", n)
+}
+
+// switched is called once every link runs the new programs. Sockets the
+// old programs gave state between the first carry and the switch are
+// carried by a second walk; then the older generations go.
+func (m *migration) switched() error {
+	var errs []error
+	if m.carrying != nil {
+		if _, err := m.carrying.walk(); err != nil {
+			errs = append(errs, fmt.Errorf("carrying sk_state after the switch: %w", err))
+		}
+		m.carrying.Close()
+		m.carrying = nil
+	}
+	return errors.Join(append(errs, m.dropOlder())...)
+}
+
 // dropOlder unpins every earlier generation. Its maps die with their last
 // reference: the old programs, which the link updates released.
 func (m *migration) dropOlder() error {
@@ -210,6 +289,14 @@ func (m *migration) dropOlder() error {
 // earlier generation stays the only one and keeps serving.
 func (m *migration) abandon(newDir string) {
 	m.closeSources()
+	if m.carrying != nil {
+		m.carrying.Close()
+		m.carrying = nil
+	}
+	if m.carryFrom != nil {
+		m.carryFrom.Close()
+		m.carryFrom = nil
+	}
 	_ = removeGeneration(generation{dir: newDir})
 }
 
@@ -217,21 +304,27 @@ func (m *migration) abandon(newDir string) {
 // first Apply has filled the new maps, then drops the older generations.
 // Called with d.mu held, after an Apply. A failed Apply leaves the hooks
 // on the complete old maps rather than on new ones missing frontends.
-func (d *Datapath) finishMigration(applied bool) {
+func (d *Datapath) finishMigration(applied bool) string {
 	if d.pending == nil {
-		return
+		return ""
 	}
 	if !applied {
 		d.pendingErr = fmt.Errorf("the maps of the new layout under %s do not hold every frontend yet, so the hooks still serve from %s; "+
 			"fix the failed frontends (raise the --max-* flag they name) or restart with the earlier flags", d.pinDir, d.pending.from.dir)
-		return
+		return ""
 	}
+	d.pending.carry()
 	if err := attachHooks(d.cfg, &d.objs.SocklbPrograms); err != nil {
 		d.pendingErr = fmt.Errorf("switching the hooks to the maps under %s: %w", d.pinDir, err)
-		return
+		return ""
 	}
-	d.pendingErr = d.pending.dropOlder()
+	d.pendingErr = d.pending.switched()
+	done := "the hooks switched to " + d.pinDir
+	if d.pending.carryNote != "" {
+		done += "; " + d.pending.carryNote
+	}
 	d.pending = nil
+	return done
 }
 
 // linksPinned says whether an earlier agent left links to switch.
@@ -273,6 +366,7 @@ func loadGeneration(cfg Config, spec *ebpf.CollectionSpec, setRetval bool) (*soc
 			mig.abandon(dir)
 			return nil, "", nil, err
 		}
+		mig.prepareCarry(&objs.SocklbMaps, cfg.CgroupPath)
 	}
 	return objs, dir, mig, nil
 }

@@ -239,6 +239,90 @@ func TestLayoutChangeRefills(t *testing.T) {
 	}
 }
 
+// TestServiceLayoutChangeKeepsSockState: a release that changed the
+// Service maps but not struct sock_state refills the Service maps and
+// keeps sk_state, the same kernel object: every live socket keeps its
+// state with no copy at all. The rollback does the same.
+func TestServiceLayoutChangeKeepsSockState(t *testing.T) {
+	dir := pinDir(t)
+	a := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80")
+	d := openTest(t, Config{BPFFSPath: dir})
+	mustApply(t, d, state(a))
+	skState := mapID(t, d.Maps().SkState)
+	services := mapID(t, d.Maps().Services)
+	d.Close()
+	t.Cleanup(func() { testLayoutChange = "" })
+	for _, change := range []string{"service-maps", ""} {
+		testLayoutChange = change
+		d := openTest(t, Config{BPFFSPath: dir})
+		onlyGeneration(t, d)
+		if id := mapID(t, d.Maps().Services); id == services {
+			t.Fatalf("layout change %q: services map %d kept although its value type changed", change, id)
+		}
+		services = mapID(t, d.Maps().Services)
+		if id := mapID(t, d.Maps().SkState); id != skState {
+			t.Errorf("layout change %q: sk_state is map %d, was %d, although struct sock_state did not change (%s)", change, id, skState, d.Migration())
+		}
+		if !strings.Contains(d.Migration(), "kept [sk_state]") {
+			t.Errorf("layout change %q: migration %q does not say sk_state was kept", change, d.Migration())
+		}
+		mustApply(t, d, state(a))
+		d.Close()
+	}
+}
+
+// TestCarryReadsOnlyItsLayout: the carry iterator reads the old sk_state
+// as struct sock_state_from, so it runs for a map of that shape (type
+// names aside: testLayoutChange renames the struct, not its bytes) and
+// for no other.
+func TestCarryReadsOnlyItsLayout(t *testing.T) {
+	requireRoot(t)
+	spec := loadedSpec(t, Config{})
+	for _, tc := range []struct {
+		name  string
+		value btf.Type
+		size  uint32
+		want  bool
+	}{
+		{"this release's sock_state", spec.Maps["sk_state"].Value, spec.Maps["sk_state"].ValueSize, true},
+		{"sock_state renamed", renamed(spec.Maps["sk_state"].Value), spec.Maps["sk_state"].ValueSize, true},
+		{"a field of sock_state renamed", fieldRenamed(spec.Maps["sk_state"].Value), spec.Maps["sk_state"].ValueSize, false},
+		{"another value", spec.Maps["affinity"].Value, spec.Maps["affinity"].ValueSize, false},
+	} {
+		ms := spec.Maps["sk_state"].Copy()
+		ms.Value, ms.ValueSize = tc.value, tc.size
+		ms.Pinning = ebpf.PinNone
+		m, err := ebpf.NewMap(ms)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		ok, why, err := canCarry(m)
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != tc.want {
+			t.Errorf("%s: canCarry %v (%s), want %v", tc.name, ok, why, tc.want)
+		}
+	}
+}
+
+func fieldRenamed(t btf.Type) btf.Type {
+	c := btf.Copy(t)
+	if s, ok := c.(*btf.Struct); ok {
+		s.Members[len(s.Members)-1].Name += "_v2"
+	}
+	return c
+}
+
+func renamed(t btf.Type) btf.Type {
+	c := btf.Copy(t)
+	if s, ok := c.(*btf.Struct); ok {
+		s.Name += "_v2"
+	}
+	return c
+}
+
 // TestLegacyPinsMigrate: maps pinned straight under maps/ by an agent
 // from before versioned pins are adopted (same layout: the same maps) and
 // their old names removed.

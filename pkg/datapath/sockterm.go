@@ -167,10 +167,14 @@ func openIn(nsPath string, iters ...*link.Iter) ([]io.ReadCloser, error) {
 // namespaces lists one /proc/PID/ns/net path per distinct network
 // namespace of the processes in the cgroup and its descendants: the
 // sockets the hooks could have translated live there.
-func (t *terminator) namespaces() []string {
+func (t *terminator) namespaces() []string { return cgroupNamespaces(t.cgroup) }
+
+// cgroupNamespaces lists one /proc/PID/ns/net path per distinct network
+// namespace of the processes in cgroup and its descendants.
+func cgroupNamespaces(cgroup string) []string {
 	seen := map[[2]uint64]bool{}
 	var out []string
-	_ = filepath.WalkDir(t.cgroup, func(path string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(cgroup, func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
 		}

@@ -153,13 +153,48 @@ func TestUpgradeSizesUnderLoad(t *testing.T) {
 // connect: the new agent fills new maps while the pinned links still run
 // the old programs on the old maps, then switches each link in one step,
 // then unpins the old maps.
+//
+// sk_state is a new map at each step too, and the sockets held across
+// both keep their state (carried by bpf/c/skcarry.c): a connected UDP
+// socket's getpeername() shows the ClusterIP after every reply, as
+// kube-proxy's conntrack would, and an unconnected one keeps its pod and
+// sees every reply come from the ClusterIP.
 func TestUpgradeLayoutUnderLoad(t *testing.T) {
 	changed := layoutChangedBin(t)
 	e := startEcho(t)
+	conn := make(chan runOut, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
+			"--count", "100", "--interval", "100ms", "--seq")
+		conn <- runOut{r, err}
+	}()
+	unconn := make(chan runOut, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
+			"--count", "100", "--interval", "100ms", "--seq")
+		unconn <- runOut{r, err}
+	}()
 	upgradeUnderLoad(t, e, []upgradeStep{
 		{"changed layout", changed, nil},
 		{"rollback to the first layout", socklbBin, nil},
 	})
+	if !strings.Contains(e.agentLog(), "carried sk_state of") {
+		t.Errorf("the agent did not log carrying sk_state:\n%s", e.agentLog())
+	}
+	c, u := <-conn, <-unconn
+	if c.err != nil || u.err != nil {
+		t.Fatal(c.err, u.err)
+	}
+	t.Logf("connected UDP socket: replies %v, peers %v, errors %v", c.res.Replies, c.res.Peers, c.res.Errors)
+	if c.res.TotalErrors() != 0 || len(c.res.Replies) != 1 || !slices.Equal(c.res.Peers, []string{vip + ":53"}) {
+		t.Errorf("a connected UDP socket across two layout changes: replies %v, getpeername %v, errors %v (%s); want one pod, always %s:53",
+			c.res.Replies, c.res.Peers, c.res.Errors, c.res.FirstError, vip)
+	}
+	t.Logf("unconnected UDP socket: replies %v, sources %v, errors %v", u.res.Replies, u.res.Sources, u.res.Errors)
+	if u.res.TotalErrors() != 0 || len(u.res.Replies) != 1 || !slices.Equal(u.res.Sources, []string{vip + ":53"}) {
+		t.Errorf("an unconnected UDP socket across two layout changes: replies %v from %v, errors %v (%s); want one pod, all from %s:53",
+			u.res.Replies, u.res.Sources, u.res.Errors, u.res.FirstError, vip)
+	}
 }
 
 // upgradeUnderLoad restarts the agent once per step while a client

@@ -370,6 +370,13 @@ func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnec
 			c.Close()
 		}
 	}()
+	peers := map[string]bool{}
+	defer func() {
+		for p := range peers {
+			rec.res.Peers = append(rec.res.Peers, p)
+		}
+		sort.Strings(rec.res.Peers)
+	}()
 	buf := make([]byte, 512)
 	for i := 0; i < count; i++ {
 		if c == nil || reconnect {
@@ -406,6 +413,9 @@ func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnec
 			c.Close()
 			c = nil
 			continue
+		}
+		if p, err := peerName(c); err == nil {
+			peers[p] = true
 		}
 		name := strings.TrimSpace(string(buf[:n]))
 		if name == "" {

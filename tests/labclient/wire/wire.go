@@ -21,6 +21,10 @@ type Result struct {
 	// Peer is getpeername() of the first successful socket (tcp,
 	// udp-connected): the ClusterIP when socklb works.
 	Peer string `json:"peer,omitempty"`
+	// Peers is the sorted set of getpeername() results after every reply
+	// (udp-connected): a socket held across an agent upgrade must keep
+	// showing the ClusterIP.
+	Peers []string `json:"peers,omitempty"`
 	// Sources is the sorted set of reply source addresses (udp): the
 	// ClusterIP when socklb works.
 	Sources []string `json:"sources,omitempty"`

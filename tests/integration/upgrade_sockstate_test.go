@@ -1,0 +1,51 @@
+package integration
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestConnectedUDPMovedOffAfterLayoutChange: socket termination finds a
+// socket by its sk_state, so a connected UDP socket opened before an
+// upgrade that changed struct sock_state must still be moved off its pod
+// when that pod leaves the Service afterwards: its state was carried into
+// the new map. Without the carry the socket stays on the removed pod.
+func TestConnectedUDPMovedOffAfterLayoutChange(t *testing.T) {
+	changed := layoutChangedBin(t)
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	})
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
+	gen := waitGeneration(t, e, served{})
+
+	done := holdUDP(e, 40)
+	waitAnswered(t, e, "pod1")
+	e.stopAgent(syscall.SIGTERM)
+	e.startAgentBin(changed)
+	waitGeneration(t, e, gen)
+
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(5*time.Second, "10.244.1.12:5353")
+	removedAt := e.lab.Counts("udp")["pod1"]
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	seq := o.res.Sequence
+	t.Logf("answers: %s", strings.Join(seq, " "))
+	if len(seq) == 0 || seq[0] != "pod1" {
+		t.Fatalf("sequence %v: want answers starting on pod1", seq)
+	}
+	if seq[len(seq)-1] != "pod2" {
+		t.Fatalf("the socket held across the upgrade never moved to pod2: %v (agent log:\n%s)", seq, e.agentLog())
+	}
+	if n := e.lab.Counts("udp")["pod1"]; n != removedAt {
+		t.Errorf("pod1 received %d datagrams after its removal was applied", n-removedAt)
+	}
+	if !strings.Contains(e.agentLog(), "sockets_destroyed=1") {
+		t.Errorf("the agent did not report destroying the socket:\n%s", e.agentLog())
+	}
+}
