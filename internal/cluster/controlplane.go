@@ -66,6 +66,7 @@ type ControlPlane struct {
 	Etcd, APIServer, KCM *testkit.Proc
 	Scheduler            *testkit.Proc // only with Options.Scheduler
 	Server               string        // https://127.0.0.1:port
+	EtcdURL              string        // http://127.0.0.1:port, etcd's client URL
 	PKI                  *PKI
 	AdminToken           string
 	AdminKubeconfig      string
@@ -133,7 +134,8 @@ func StartWith(tools, dir string, o Options) (cp *ControlPlane, err error) {
 	if err != nil {
 		return cp, err
 	}
-	etcdHealth := fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)
+	cp.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	etcdHealth := cp.EtcdURL + "/health"
 	if err := cp.Etcd.WaitFor("/health", 30*time.Second, func() error {
 		return HTTPOK(http.DefaultClient, etcdHealth, "", `"health":"true"`)
 	}); err != nil {

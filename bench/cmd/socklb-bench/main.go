@@ -49,6 +49,7 @@ import (
 )
 
 type config struct {
+	fill           string // "etcd" or "api": how the filler objects are written
 	sizes          []int
 	dataplanes     []string
 	rounds         int
@@ -176,6 +177,7 @@ func benchMain() error {
 	flag.StringVar(&cfg.socklb, "socklb", "", "socklb binary (default: built from this module)")
 	flag.StringVar(&cfg.kubeProxy, "kube-proxy", "", "kube-proxy binary (default: from the tools directory)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the logs directory")
+	flag.StringVar(&cfg.fill, "fill", "etcd", "how the filler Services and slices are written: etcd (straight into the API server's storage; kube-apiserver's ClusterIP allocator costs O(N) per Service create) or api")
 	flag.IntVar(&cfg.cpu, "cpu", runtime.NumCPU()-1, "CPU for the client and the pods' servers: one request/response is one CPU's work")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
@@ -186,6 +188,9 @@ func benchMain() error {
 		cfg.sizes = append(cfg.sizes, n)
 	}
 	slices.Sort(cfg.sizes)
+	if cfg.fill != "etcd" && cfg.fill != "api" {
+		return fmt.Errorf("--fill %q: etcd or api", cfg.fill)
+	}
 	cfg.dataplanes = strings.Split(dps, ",")
 
 	if os.Geteuid() != 0 {
@@ -257,6 +262,9 @@ func benchMain() error {
 	objs, err := setupObjects(ctx, kc)
 	if err != nil {
 		return fmt.Errorf("objects: %w", err)
+	}
+	if cfg.fill == "etcd" {
+		objs.etcd = cp.EtcdURL
 	}
 
 	if cfg.name == "" {
@@ -723,6 +731,7 @@ func machine(cfg config, cp *cluster.ControlPlane, root string) map[string]any {
 		"churn_s":               cfg.churn.Seconds(),
 		"endpoints_per_service": endpointsPerService,
 		"client_server_cpu":     cfg.cpu,
+		"fillers_written":       map[string]string{"etcd": "into etcd as the API server stores them (its ClusterIP allocator costs O(N) per Service create); target, probe, their changes and the churn through the API server", "api": "through the API server"}[cfg.fill],
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m["kernel"] = strings.TrimSpace(string(b))

@@ -50,7 +50,8 @@ type objects struct {
 	probe     *discoveryv1.EndpointSlice // last written
 	probeOn   string                     // "a" or "b"
 	fillers   int
-	churned   int // endpoint changes made by churnOne so far
+	etcd      string // etcd's client URL: fillers are written there (etcdfill.go); "": through the API server
+	churned   int    // endpoint changes made by churnOne so far
 	// writeRates are the API writes per second of each grow, kept in the
 	// run's machine facts: at 100 000 Services the 200 000 writes take
 	// minutes, and a slow API server shows there first.
@@ -130,6 +131,17 @@ func (o *objects) grow(ctx context.Context, total int) error {
 		return nil
 	}
 	start, from := time.Now(), o.fillers
+	if o.etcd != "" {
+		if err := o.growEtcd(ctx, from, want); err != nil {
+			return err
+		}
+		o.fillers = want
+		el := time.Since(start)
+		o.writeRates = append(o.writeRates, fmt.Sprintf("N=%d: %.0f/s into etcd", total, float64(3*(want-from))/el.Seconds()))
+		logf("API objects: %d Services with %d endpoints each (+ target, probe), %d written into etcd and listed by the API server in %s",
+			want, endpointsPerService, want-from, el.Round(time.Millisecond))
+		return nil
+	}
 	jobs := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
