@@ -2,7 +2,9 @@ package integration
 
 import (
 	"encoding/json"
+	"maps"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,8 +84,8 @@ func connectsMatch(t *testing.T, e *env, n int, before map[string]int, want []st
 // two, the second sorting before the first), then each connect through the
 // ClusterIP counts once in `socklb inspect` for the backend it reached,
 // exactly as the client saw; a third backend added later leaves the
-// survivors' counts alone: a backend keeps its counter while it stays a
-// backend of that frontend.
+// survivors' counts alone, as does an agent restart: a backend keeps its
+// counter while it stays a backend of that frontend.
 func TestStatsCountEveryConnectOfEndpointsArrivingOneByOne(t *testing.T) {
 	e := newEnv(t, threePods...)
 	notReady := endpoint{ip: "10.244.1.11", ready: false}
@@ -97,6 +99,16 @@ func TestStatsCountEveryConnectOfEndpointsArrivingOneByOne(t *testing.T) {
 
 	two := []string{"10.244.1.11:8080", "10.244.1.12:8080"}
 	got := connectsMatch(t, e, 100, map[string]int{}, two)
+
+	// A restarted agent adopts the maps: the counters go on.
+	e.stopAgent(syscall.SIGTERM)
+	e.startAgent()
+	if _, err := e.current().LoggedAddr("metrics", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if again := inspectConnects(t, e, 80); !maps.Equal(again, got) {
+		t.Errorf("connects %v before the agent restarted, %v after", got, again)
+	}
 
 	e.writeManifest("echo.yaml", serviceYAML("echo", vip, ready("10.244.1.11", "10.244.1.12", "10.244.1.13")...))
 	out := e.waitInspect(10*time.Second, "10.244.1.13:8080")
