@@ -132,3 +132,47 @@ func TestStatsFollowEndpointsBecomingReady(t *testing.T) {
 		}
 	}
 }
+
+// TestLostCounterIsShownAndRestored: a live backend whose stats entry is
+// gone is translated to but never counted (lb_count counts only into an
+// existing entry), the shape of the real-node report's "connects 0". Dump
+// and ServiceStats say the counter is missing instead of printing 0, and
+// an agent restart (adopt) re-creates it without touching the other
+// backends' counts.
+func TestLostCounterIsShownAndRestored(t *testing.T) {
+	dir := pinDir(t)
+	d := openTest(t, Config{BPFFSPath: dir})
+	fe := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80")
+	mustApply(t, d, state(fe))
+	lost, kept := fe.Backends[0], fe.Backends[1]
+	if err := d.t.stats.Delete(d.Programmed()[fe.Key].BackendIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	vip := netip.AddrPortFrom(fe.Key.Addr, fe.Key.Port)
+	before := connectCounts(t, d, vip, 40, 1000)
+	if before[lost] == 0 || before[kept] == 0 {
+		t.Fatalf("40 connects reached %v, want both backends", before)
+	}
+	for name, read := range map[string]func() ([]ServiceDump, error){"Dump": func() ([]ServiceDump, error) { return Dump(dir) }, "ServiceStats": d.ServiceStats} {
+		ds, err := read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range ds[0].Backends {
+			if b.NoCounter != (b.Backend == lost) {
+				t.Errorf("%s: backend %s NoCounter %t, want %t", name, b.Backend, b.NoCounter, b.Backend == lost)
+			}
+		}
+	}
+	d.Close()
+
+	d = openTest(t, Config{BPFFSPath: dir})
+	after := connectCounts(t, d, vip, 40, 2000)
+	got := backendConnects(t, d, dir, fe.Key)
+	if got[lost] != after[lost] {
+		t.Errorf("backend %s after the restart: %d connects counted, the client reached it %d times", lost, got[lost], after[lost])
+	}
+	if got[kept] != before[kept]+after[kept] {
+		t.Errorf("backend %s: %d connects counted, want %d before the restart + %d after", kept, got[kept], before[kept], after[kept])
+	}
+}
