@@ -91,6 +91,12 @@ func printChain(w io.Writer, svcs []datapath.ServiceDump) error {
 		}
 		share := 100.0 / float64(len(s.Backends))
 		for _, b := range s.Backends {
+			if b.NoCounter {
+				// Printing 0 would claim no connects; the hooks just
+				// cannot count them.
+				fmt.Fprintf(tw, "    -> %s\t%.1f%%\tbackend %d\tconnects ?\tdatagrams ?\t(no stats entry: not counted; restart the agent to re-create it)\n", b.Backend, share, b.ID)
+				continue
+			}
 			fmt.Fprintf(tw, "    -> %s\t%.1f%%\tbackend %d\tconnects %d\tdatagrams %d\n", b.Backend, share, b.ID, b.Connects, b.Datagrams)
 		}
 	}

@@ -18,6 +18,11 @@ type BackendDump struct {
 	Backend   servicemap.Backend
 	Connects  uint64
 	Datagrams uint64
+	// NoCounter is set when the stats map has no entry for the backend:
+	// the hooks translate to it without counting, so Connects and
+	// Datagrams say nothing. The agent re-creates the entry when it
+	// restarts (adopt).
+	NoCounter bool `json:",omitempty"`
 }
 
 // ServiceDump is one KUBE-SVC chain as the live maps hold it.
@@ -46,10 +51,11 @@ func Dump(bpffs string) ([]ServiceDump, error) {
 		sd := ServiceDump{Frontend: s.Frontend, ID: s.ID, Generation: s.Generation, Broken: s.Broken}
 		for i, id := range s.BackendIDs {
 			c, dg, err := backendCounters(t, id)
-			if err != nil {
+			missing := errors.Is(err, ebpf.ErrKeyNotExist)
+			if err != nil && !missing {
 				return nil, fmt.Errorf("reading counters of backend %d: %w", id, err)
 			}
-			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i], Connects: c, Datagrams: dg})
+			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i], Connects: c, Datagrams: dg, NoCounter: missing})
 		}
 		out = append(out, sd)
 	}

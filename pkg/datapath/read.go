@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -118,13 +117,12 @@ func sortBackends(s *Service) {
 	s.Frontend.Backends, s.BackendIDs = bes, ids
 }
 
-// backendCounters sums a backend's per-CPU counters.
+// backendCounters sums a backend's per-CPU counters. A backend without an
+// entry gives ebpf.ErrKeyNotExist, not zeros: the hooks drop the counts of
+// such a backend (lb_count), so its connects are unknown, not none.
 func backendCounters(t tables, id uint32) (connects, datagrams uint64, err error) {
 	var per []socklbbpf.SocklbBackendStats
 	if err := t.stats.Lookup(id, &per); err != nil {
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return 0, 0, nil
-		}
 		return 0, 0, err
 	}
 	for _, p := range per {

@@ -32,12 +32,28 @@ func (d *Datapath) ServiceStats() ([]ServiceDump, error) {
 		sd := ServiceDump{Frontend: s.Frontend, ID: s.ID, Generation: s.Generation, Broken: s.Broken}
 		sd.Backends = make([]BackendDump, 0, len(s.BackendIDs))
 		for i, id := range s.BackendIDs {
-			c := counters[id]
-			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i], Connects: c.Connects, Datagrams: c.Datagrams})
+			c, ok := counters[id]
+			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i], Connects: c.Connects, Datagrams: c.Datagrams, NoCounter: !ok})
 		}
 		out = append(out, sd)
 	}
 	return out, nil
+}
+
+// restoreCounters gives every live backend that lacks one a zeroed stats
+// entry: the hooks count only into an existing entry (lb_count), so a
+// backend left without one would show 0 connects for as long as it lives.
+// An existing entry is never overwritten.
+func (d *Datapath) restoreCounters(live map[uint32]bool) error {
+	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
+	var errs []error
+	for id := range live {
+		err := put(func() error { return d.t.stats.Update(id, zero, ebpf.UpdateNoExist) })
+		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			errs = append(errs, fmt.Errorf("re-creating the stats entry of backend %d: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // readStats sums each backend's per-CPU counters.
