@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/socklb/socklb/pkg/datapath"
+	"github.com/socklb/socklb/pkg/source"
 )
 
 // processStart is as close to the process's start as Go code gets: the
@@ -41,8 +42,16 @@ func (a *Agent) logFirstSync(r round, res datapath.ApplyResult, done time.Time) 
 	if listed.IsZero() {
 		listed = a.started
 	}
-	a.log.Info("first sync", "frontends", len(r.state), "upserted", res.Upserted, "batched", res.Batched,
+	attrs := []any{"frontends", len(r.state), "upserted", res.Upserted, "batched", res.Batched,
 		"failed", len(res.Failed),
-		"informers_synced_after", listed.Sub(a.started), "rebuild_took", f.rebuild, "apply_took", f.apply,
-		"took", done.Sub(a.started), "since_process_start", done.Sub(processStart))
+		"informers_synced_after", listed.Sub(a.started)}
+	// A source started beside the datapath's load may have synced before
+	// Run: informers_synced_after is then only what Run still waited.
+	if fc, ok := a.src.(source.FirstChanger); ok {
+		if t := fc.FirstChange(); !t.IsZero() {
+			attrs = append(attrs, "informers_synced_since_process_start", t.Sub(processStart))
+		}
+	}
+	a.log.Info("first sync", append(attrs, "rebuild_took", f.rebuild, "apply_took", f.apply,
+		"took", done.Sub(a.started), "since_process_start", done.Sub(processStart))...)
 }
