@@ -3,7 +3,8 @@
 // (internal/cluster), writes the Services and their EndpointSlices as
 // socklb-bench does, starts the agent with --profiling on a fresh child
 // cgroup and a private bpffs, takes a CPU profile of its start, and prints
-// the agent's "first sync" line (informers, rebuild, map writes). Needs
+// the agent's "first sync" line (informers, rebuild, map writes), its RSS
+// once the profile is done and a heap profile then. Needs
 // root and the e2e tools (`make e2e-tools`); it sends no traffic.
 //
 //	go run ./bench/cmd/firstsync -n 10000 -agent bin/socklb -out /tmp/firstsync
@@ -20,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +65,8 @@ func run(n int, agent, out string, profile time.Duration) error {
 		if out, err = os.MkdirTemp("", "socklb-firstsync-"); err != nil {
 			return err
 		}
+	} else if err := os.MkdirAll(filepath.Join(out, "cluster"), 0o755); err != nil {
+		return err
 	}
 	cp, err := cluster.Start(tools, filepath.Join(out, "cluster"))
 	if err != nil {
@@ -115,8 +119,53 @@ func run(n int, agent, out string, profile time.Duration) error {
 	}
 	fmt.Printf("first sync seen %.3fs after the agent's exec\n%s\n", time.Since(start).Seconds(), line)
 	wg.Wait()
-	fmt.Printf("profile: %s, agent log: %s\n", filepath.Join(out, "agent-start.pprof"), logPath)
+	// Read after the CPU profile so its own buffers are gone, as the
+	// benchmark reads RSS "at full sync" once the agent is idle.
+	rss, err := vmRSS(a.Pid())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("agent RSS after the first sync: %.1f MiB\n", float64(rss)/(1<<20))
+	heap := filepath.Join(out, "agent-heap.pprof")
+	if err := fetch(fmt.Sprintf("http://%s/debug/pprof/heap", metrics), heap); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	fmt.Printf("profiles: %s, %s; agent log: %s\n", filepath.Join(out, "agent-start.pprof"), heap, logPath)
 	return nil
+}
+
+// vmRSS is the process's resident set (VmRSS of /proc/<pid>/status), what
+// socklb-bench reports as the agent's RSS.
+func vmRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
 
 // cpuProfile fetches /debug/pprof/profile from the agent as soon as its
