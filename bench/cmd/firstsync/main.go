@@ -45,16 +45,16 @@ const (
 
 func main() {
 	n := flag.Int("n", 10000, "Services, each with one EndpointSlice of 10 endpoints")
-	agent := flag.String("agent", "bin/socklb", "the socklb binary (make build)")
+	agent := flag.String("agent", "bin/socklb", "the socklb binary (make build); several, comma-separated, run one after the other against the same objects (a,b,a,b alternates two builds)")
 	out := flag.String("out", "", "directory for the logs and the profile (default: a temporary one)")
 	profile := flag.Duration("profile", 15*time.Second, "length of the CPU profile taken from the agent's start")
 	flag.Parse()
-	if err := run(*n, *agent, *out, *profile); err != nil {
+	if err := run(*n, strings.Split(*agent, ","), *out, *profile); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, agent, out string, profile time.Duration) error {
+func run(n int, agents []string, out string, profile time.Duration) error {
 	root, _ := os.Getwd()
 	tools, why := cluster.ToolsDir(root)
 	if why != "" {
@@ -77,6 +77,22 @@ func run(n int, agent, out string, profile time.Duration) error {
 	if err := objects(ctx, cp.Admin, n); err != nil {
 		return err
 	}
+	for i, agent := range agents {
+		dir := filepath.Join(out, fmt.Sprintf("agent-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		fmt.Printf("--- %s (%s)\n", agent, time.Now().UTC().Format("15:04:05"))
+		if err := runAgent(cp, agent, dir, profile); err != nil {
+			return fmt.Errorf("%s: %w", agent, err)
+		}
+	}
+	return nil
+}
+
+// runAgent starts one agent on a fresh cgroup and bpffs, so each starts
+// from empty maps, and reports its first sync.
+func runAgent(cp *cluster.ControlPlane, agent, out string, profile time.Duration) error {
 
 	cg, err := lab.NewCgroup()
 	if err != nil {
