@@ -93,7 +93,6 @@ func run(n int, agents []string, out string, profile time.Duration) error {
 // runAgent starts one agent on a fresh cgroup and bpffs, so each starts
 // from empty maps, and reports its first sync.
 func runAgent(cp *cluster.ControlPlane, agent, out string, profile time.Duration) error {
-
 	cg, err := lab.NewCgroup()
 	if err != nil {
 		return err
