@@ -80,21 +80,30 @@ func runAgent(f agentFlags) error {
 			return err
 		}
 	}
+	// The source starts now, before the datapath: its informers' LIST
+	// overlaps the BPF load. Its problems wait for the agent.
+	late := &lateReport{}
+	src, err := newSrc(late.report)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	dp, err := datapath.Open(datapath.Config{
-		BPFFSPath:   f.bpffsPath,
-		CgroupPath:  f.cgroupPath,
-		MaxServices: uint32(f.maxServices),
-		MaxBackends: uint32(f.maxBackends),
-		MaxAffinity: uint32(f.maxAffinity),
-		HostNSOnly:  f.hostNSOnly,
+	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) {
+		return datapath.Open(datapath.Config{
+			BPFFSPath:   f.bpffsPath,
+			CgroupPath:  f.cgroupPath,
+			MaxServices: uint32(f.maxServices),
+			MaxBackends: uint32(f.maxBackends),
+			MaxAffinity: uint32(f.maxAffinity),
+			HostNSOnly:  f.hostNSOnly,
 
-		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
-		LockTimeout:      f.lockTimeout,
-		LockWait: func(holder string) {
-			log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
-		},
-		DisableFeatures: f.disableFeatures,
+			TerminateSockets: datapath.SocketTermination(f.terminateSockets),
+			LockTimeout:      f.lockTimeout,
+			LockWait: func(holder string) {
+				log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
+			},
+			DisableFeatures: f.disableFeatures,
+		})
 	})
 	if err != nil {
 		return err
@@ -124,10 +133,7 @@ func runAgent(f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	src, err := newSrc(a.Report)
-	if err != nil {
-		return err
-	}
+	late.deliver(a.Report)
 	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, a.HealthHandler()); err != nil {
 		return err
 	} else if addr != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -58,5 +59,31 @@ func TestFirstSyncLogsPhases(t *testing.T) {
 	}
 	if since := dur("since_process_start"); since < apply {
 		t.Errorf("since_process_start = %s, shorter than the Apply", since)
+	}
+}
+
+// TestFirstSyncReturnsMemory: the garbage of the first full sync is
+// handed back to the kernel once, after that sync, and not by every later
+// sync (a forced GC per change would cost what per-change sync saves).
+func TestFirstSyncReturnsMemory(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	old := freeOSMemory
+	freeOSMemory = func() { mu.Lock(); calls++; mu.Unlock() }
+	t.Cleanup(func() { freeOSMemory = old })
+	count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+
+	h := startAgent(t)
+	h.src.set(func(in *model.Input) { in.Services = []*corev1.Service{service("web", "10.96.0.10")} })
+	h.waitApply()
+	h.settle()
+	if n := count(); n != 1 {
+		t.Fatalf("memory returned %d times after the first sync, want once", n)
+	}
+	h.src.set(func(in *model.Input) { in.Services = append(in.Services, service("db", "10.96.0.11")) })
+	h.waitApply()
+	h.settle()
+	if n := count(); n != 1 {
+		t.Fatalf("memory returned %d times after a second sync, want only the first sync's", n)
 	}
 }

@@ -3,7 +3,8 @@
 // (internal/cluster), writes the Services and their EndpointSlices as
 // socklb-bench does, starts the agent with --profiling on a fresh child
 // cgroup and a private bpffs, takes a CPU profile of its start, and prints
-// the agent's "first sync" line (informers, rebuild, map writes). Needs
+// the agent's "first sync" line (informers, rebuild, map writes), its RSS
+// once the profile is done and a heap profile then. Needs
 // root and the e2e tools (`make e2e-tools`); it sends no traffic.
 //
 //	go run ./bench/cmd/firstsync -n 10000 -agent bin/socklb -out /tmp/firstsync
@@ -20,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,16 +45,16 @@ const (
 
 func main() {
 	n := flag.Int("n", 10000, "Services, each with one EndpointSlice of 10 endpoints")
-	agent := flag.String("agent", "bin/socklb", "the socklb binary (make build)")
+	agent := flag.String("agent", "bin/socklb", "the socklb binary (make build); several, comma-separated, run one after the other against the same objects (a,b,a,b alternates two builds)")
 	out := flag.String("out", "", "directory for the logs and the profile (default: a temporary one)")
 	profile := flag.Duration("profile", 15*time.Second, "length of the CPU profile taken from the agent's start")
 	flag.Parse()
-	if err := run(*n, *agent, *out, *profile); err != nil {
+	if err := run(*n, strings.Split(*agent, ","), *out, *profile); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, agent, out string, profile time.Duration) error {
+func run(n int, agents []string, out string, profile time.Duration) error {
 	root, _ := os.Getwd()
 	tools, why := cluster.ToolsDir(root)
 	if why != "" {
@@ -63,6 +65,8 @@ func run(n int, agent, out string, profile time.Duration) error {
 		if out, err = os.MkdirTemp("", "socklb-firstsync-"); err != nil {
 			return err
 		}
+	} else if err := os.MkdirAll(filepath.Join(out, "cluster"), 0o755); err != nil {
+		return err
 	}
 	cp, err := cluster.Start(tools, filepath.Join(out, "cluster"))
 	if err != nil {
@@ -73,7 +77,22 @@ func run(n int, agent, out string, profile time.Duration) error {
 	if err := objects(ctx, cp.Admin, n); err != nil {
 		return err
 	}
+	for i, agent := range agents {
+		dir := filepath.Join(out, fmt.Sprintf("agent-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		fmt.Printf("--- %s (%s)\n", agent, time.Now().UTC().Format("15:04:05"))
+		if err := runAgent(cp, agent, dir, profile); err != nil {
+			return fmt.Errorf("%s: %w", agent, err)
+		}
+	}
+	return nil
+}
 
+// runAgent starts one agent on a fresh cgroup and bpffs, so each starts
+// from empty maps, and reports its first sync.
+func runAgent(cp *cluster.ControlPlane, agent, out string, profile time.Duration) error {
 	cg, err := lab.NewCgroup()
 	if err != nil {
 		return err
@@ -115,8 +134,53 @@ func run(n int, agent, out string, profile time.Duration) error {
 	}
 	fmt.Printf("first sync seen %.3fs after the agent's exec\n%s\n", time.Since(start).Seconds(), line)
 	wg.Wait()
-	fmt.Printf("profile: %s, agent log: %s\n", filepath.Join(out, "agent-start.pprof"), logPath)
+	// Read after the CPU profile so its own buffers are gone, as the
+	// benchmark reads RSS "at full sync" once the agent is idle.
+	rss, err := vmRSS(a.Pid())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("agent RSS after the first sync: %.1f MiB\n", float64(rss)/(1<<20))
+	heap := filepath.Join(out, "agent-heap.pprof")
+	if err := fetch(fmt.Sprintf("http://%s/debug/pprof/heap", metrics), heap); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	fmt.Printf("profiles: %s, %s; agent log: %s\n", filepath.Join(out, "agent-start.pprof"), heap, logPath)
 	return nil
+}
+
+// vmRSS is the process's resident set (VmRSS of /proc/<pid>/status), what
+// socklb-bench reports as the agent's RSS.
+func vmRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
 
 // cpuProfile fetches /debug/pprof/profile from the agent as soon as its

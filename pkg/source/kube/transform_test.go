@@ -38,6 +38,12 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.2.12"}, NodeName: ptr("n2"),
 		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
 		Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z2"}}}})
+	// What the EndpointSlice controller writes and servicemap never reads,
+	// in an array with the decoder's spare capacity.
+	sl.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-1", UID: "0b6c1c7e-0000-4000-8000-000000000001"}
+	sl.Endpoints[0].Hostname = ptr("web-1")
+	sl.Endpoints[0].DeprecatedTopology = map[string]string{corev1.LabelHostname: "n1"}
+	sl.Endpoints = append(make([]discoveryv1.Endpoint, 0, 8), sl.Endpoints...)
 	n := node("n1")
 	n.ManagedFields = mf
 	n.Labels = map[string]string{corev1.LabelTopologyZone: "z1"}
@@ -55,6 +61,14 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	}
 	if svc.ManagedFields != nil || svc.Annotations != nil || sl.ManagedFields != nil || n.ManagedFields != nil || n.Status.Images != nil || n.Annotations != nil {
 		t.Errorf("left what nobody reads: %+v %+v %+v", svc.ObjectMeta, sl.ObjectMeta, n)
+	}
+	for i, e := range sl.Endpoints {
+		if e.TargetRef != nil || e.Hostname != nil || e.DeprecatedTopology != nil {
+			t.Errorf("endpoint %d kept targetRef, hostname or deprecatedTopology: %+v", i, e)
+		}
+	}
+	if cap(sl.Endpoints) != len(sl.Endpoints) {
+		t.Errorf("endpoints hold an array of %d for %d: the decoder's spare capacity stays in the cache", cap(sl.Endpoints), len(sl.Endpoints))
 	}
 	if !reflect.DeepEqual(sl.Annotations, map[string]string{corev1.EndpointsLastChangeTriggerTime: when}) {
 		t.Errorf("slice annotations %v, want the trigger time alone", sl.Annotations)
