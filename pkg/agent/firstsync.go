@@ -57,6 +57,9 @@ func (a *Agent) logFirstSync(r round, res datapath.ApplyResult, done time.Time) 
 			attrs = append(attrs, "informers_synced_since_process_start", t.Sub(processStart))
 		}
 	}
+	if res.BatchFallback != nil {
+		attrs = append(attrs, "batch_fallback", res.BatchFallback.Error())
+	}
 	a.log.Info("first sync", append(attrs, "rebuild_took", f.rebuild, "apply_took", f.apply,
 		"took", done.Sub(a.started), "since_process_start", done.Sub(processStart))...)
 	// The start's burst (the LIST's decoded pages, the full rebuild's

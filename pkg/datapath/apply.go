@@ -18,6 +18,10 @@ type ApplyResult struct {
 	// Batched counts the Upserted written with batch map updates (new
 	// frontends of a large Apply: the first sync above all).
 	Batched int
+	// BatchFallback is why the first chunk that could not be batched was
+	// written per entry instead (nil: none): the per-entry path is slower,
+	// and the log should say why it ran.
+	BatchFallback error
 	// Failed maps each frontend that could not be programmed to why. Such
 	// a frontend keeps what it had before (or stays absent); the next
 	// Apply tries again.

@@ -53,10 +53,14 @@ func (d *Datapath) applyNew(fresh []servicemap.Frontend, res *ApplyResult) {
 		n := min(d.batch.chunk, len(fresh))
 		chunk := fresh[:n]
 		fresh = fresh[n:]
-		if err := d.writeChunk(chunk); err == nil {
+		err := d.writeChunk(chunk)
+		if err == nil {
 			res.Upserted += len(chunk)
 			res.Batched += len(chunk)
 			continue
+		}
+		if res.BatchFallback == nil {
+			res.BatchFallback = err
 		}
 		for _, fe := range chunk {
 			d.applyUpsert(fe.Key, fe, res)
@@ -276,8 +280,23 @@ func (e *entries[K, V]) add(k K, v ...V) {
 
 func (e *entries[K, V]) len() int { return len(e.keys) }
 
+// writeBatch writes the entries with BatchUpdate, resuming after the
+// entries the kernel took when it ran out of memory for an element: as for
+// put, ENOMEM from maps that are not preallocated (per-CPU stats above
+// all) is the allocator's caches draining under a burst, not a full map,
+// and a chunk that gave up on it would be written per entry instead.
 func (e *entries[K, V]) writeBatch(m *ebpf.Map) (int, error) {
-	return m.BatchUpdate(e.keys, e.vals, nil)
+	done, per := 0, max(e.perCPU, 1)
+	backoff := 100 * time.Microsecond
+	for i := 0; ; i++ {
+		n, err := m.BatchUpdate(e.keys[done:], e.vals[done*per:], nil)
+		done += n
+		if err == nil || !errors.Is(err, unix.ENOMEM) || i == 8 || n < 0 {
+			return done, err
+		}
+		time.Sleep(backoff)
+		backoff *= 2
+	}
 }
 
 func (e *entries[K, V]) writeEach(m *ebpf.Map) error {

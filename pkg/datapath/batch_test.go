@@ -144,6 +144,9 @@ func TestBatchChunkFailureNamesFrontends(t *testing.T) {
 	if res.Batched != 8 || res.Upserted != 9 || len(res.Failed) != 1 {
 		t.Fatalf("Apply: %d upserted, %d batched, failed %v; want 9, 8 and the last frontend", res.Upserted, res.Batched, res.Err())
 	}
+	if res.BatchFallback == nil || !strings.Contains(res.BatchFallback.Error(), "members") {
+		t.Errorf("BatchFallback %v: want why the third chunk went per entry (the members map)", res.BatchFallback)
+	}
 	last := fes[9].Key
 	err = res.Failed[last]
 	if err == nil {
