@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -182,52 +181,21 @@ func etcdPut(ctx context.Context, url string, kvs []etcdKV) error {
 func (o *objects) growEtcd(ctx context.Context, from, want int) error {
 	taken := takenOffsets(o.targetVIP, o.probeVIP)
 	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-	jobs := make(chan [2]int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range jobs {
-				var kvs []etcdKV
-				var err error
-				for i := r[0]; i < r[1] && err == nil; i++ {
-					var k []etcdKV
-					k, err = fillerKVs(i, fillerVIP(i, taken), now)
-					kvs = append(kvs, k...)
-				}
-				if err == nil {
-					err = etcdPut(ctx, o.etcd, kvs)
-				}
-				if err != nil {
-					select {
-					case errs <- fmt.Errorf("fillers %d-%d: %w", r[0], r[1]-1, err):
-					default:
-					}
-				}
+	err := inParallel(ctx, 4, from, want, fillersPerTxn, func(lo, hi int) error {
+		var kvs []etcdKV
+		for i := lo; i < hi; i++ {
+			k, err := fillerKVs(i, fillerVIP(i, taken), now)
+			if err != nil {
+				return err
 			}
-		}()
-	}
-feed:
-	for i := from; i < want; i += fillersPerTxn {
-		select {
-		case jobs <- [2]int{i, min(i+fillersPerTxn, want)}:
-		case err := <-errs:
-			errs <- err
-			break feed
-		case <-ctx.Done():
-			break feed
+			kvs = append(kvs, k...)
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
-	if err := ctx.Err(); err != nil {
+		if err := etcdPut(ctx, o.etcd, kvs); err != nil {
+			return fmt.Errorf("fillers %d-%d: %w", lo, hi-1, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	return o.waitListed(ctx, want+2)

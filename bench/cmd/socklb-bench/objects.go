@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,60 +141,31 @@ func (o *objects) grow(ctx context.Context, total int) error {
 			want, endpointsPerService, want-from, el.Round(time.Millisecond))
 		return nil
 	}
-	jobs := make(chan int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				name := fmt.Sprintf("fill-%d", i)
-				err := retry(ctx, func() error {
-					_, err := o.c.CoreV1().Services(benchNS).Create(ctx, service(name,
-						corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP}), metav1.CreateOptions{})
-					return ignoreExists(err)
-				})
-				if err == nil {
-					ips := make([]string, endpointsPerService)
-					for j := range ips {
-						ips[j] = fillerIP(i, j)
-					}
-					err = retry(ctx, func() error {
-						_, err := o.c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, name, []discoveryv1.EndpointPort{
-							tcpEP(""),
-						}, ips...), metav1.CreateOptions{})
-						return ignoreExists(err)
-					})
-				}
-				if err != nil {
-					select {
-					case errs <- fmt.Errorf("%s: %w", name, err):
-					default:
-					}
-				}
+	err := inParallel(ctx, 16, from, want, 1, func(i, _ int) error {
+		name := fmt.Sprintf("fill-%d", i)
+		err := retry(ctx, func() error {
+			_, err := o.c.CoreV1().Services(benchNS).Create(ctx, service(name,
+				corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP}), metav1.CreateOptions{})
+			return ignoreExists(err)
+		})
+		if err == nil {
+			ips := make([]string, endpointsPerService)
+			for j := range ips {
+				ips[j] = fillerIP(i, j)
 			}
-		}()
-	}
-feed:
-	for i := from; i < want; i++ {
-		select {
-		case jobs <- i:
-		case err := <-errs:
-			errs <- err
-			break feed
-		case <-ctx.Done():
-			break feed
+			err = retry(ctx, func() error {
+				_, err := o.c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, slice(name, name, []discoveryv1.EndpointPort{
+					tcpEP(""),
+				}, ips...), metav1.CreateOptions{})
+				return ignoreExists(err)
+			})
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
-	if err := ctx.Err(); err != nil {
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	o.fillers = want
