@@ -1,0 +1,181 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"debug/elf"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/socklb/socklb/internal/testkit"
+)
+
+// `make image` promises one tarball, built twice from the same commit to
+// the same bytes, holding socklb for amd64 and arm64 and nothing else.
+func TestImageReproducibleMultiArch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds socklb four times (two architectures, twice): not in -short")
+	}
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
+	for _, out := range []string{a, b} {
+		if err := run(out, "localhost/socklb:test", "test", []string{"amd64", "arm64"}); err != nil {
+			t.Fatalf("building the image: %v", err)
+		}
+	}
+	ab, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ab, bb) {
+		t.Fatalf("two builds of the same commit differ (%d and %d bytes)", len(ab), len(bb))
+	}
+
+	idx := openIndex(t, ab, filepath.Join(dir, "layout"))
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	var seen []string
+	for _, d := range im.Manifests {
+		if d.Platform == nil || d.Platform.OS != "linux" {
+			t.Fatalf("manifest %s: platform %v, want linux", d.Digest, d.Platform)
+		}
+		arch := d.Platform.Architecture
+		seen = append(seen, arch)
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Architecture != arch || !slices.Equal(cf.Config.Entrypoint, []string{"/socklb"}) || cf.Config.User != "" {
+			t.Errorf("%s: config says arch %s, entrypoint %v, user %q", arch, cf.Architecture, cf.Config.Entrypoint, cf.Config.User)
+		}
+		files := imageFiles(t, img)
+		if len(files) != 1 || files["socklb"] == nil {
+			names := make([]string, 0, len(files))
+			for n := range files {
+				names = append(names, n)
+			}
+			t.Fatalf("%s: the image holds %v, want socklb alone", arch, names)
+		}
+		f, err := elf.NewFile(bytes.NewReader(files["socklb"]))
+		if err != nil {
+			t.Fatalf("%s: /socklb is not an ELF binary: %v", arch, err)
+		}
+		if f.Machine != want[arch] {
+			t.Errorf("%s: /socklb is built for %s", arch, f.Machine)
+		}
+		if f.Progs != nil {
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP {
+					t.Errorf("%s: /socklb is dynamically linked (PT_INTERP): the image has no libc", arch)
+				}
+			}
+		}
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"amd64", "arm64"}) {
+		t.Errorf("platforms %v, want amd64 and arm64", seen)
+	}
+}
+
+// openIndex unpacks the OCI layout tarball and returns the image index its
+// index.json names.
+func openIndex(t *testing.T, tarball []byte, dir string) v1.ImageIndex {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(tarball))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		if h.Typeflag == tar.TypeDir {
+			os.MkdirAll(p, 0o755)
+			continue
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatalf("reading the OCI layout: %v", err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 {
+		t.Fatalf("index.json names %d entries, want the one multi-arch index", len(m.Manifests))
+	}
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatalf("index.json's entry is not an image index: %v", err)
+	}
+	return idx
+}
+
+// imageFiles are the regular files of img's layers, by path.
+func imageFiles(t *testing.T, img v1.Image) map[string][]byte {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Typeflag == tar.TypeReg {
+				b, err := io.ReadAll(tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[strings.TrimPrefix(filepath.Clean("/"+h.Name), "/")] = b
+			}
+		}
+		rc.Close()
+	}
+	return out
+}
