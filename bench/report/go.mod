@@ -3,9 +3,15 @@
 // go.mod.
 module github.com/socklb/socklb/bench/report
 
-go 1.26.0
+go 1.26.8
 
-require gonum.org/v1/plot v0.17.0
+require (
+	github.com/socklb/socklb v0.0.0
+	gonum.org/v1/plot v0.17.0
+)
+
+// bench/schema, the raw file's types, from this repository.
+replace github.com/socklb/socklb => ../..
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -15,5 +21,5 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )

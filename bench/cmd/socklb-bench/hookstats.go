@@ -6,21 +6,6 @@ import (
 	"github.com/socklb/socklb/pkg/datapath"
 )
 
-// HookCost is what each of socklb's hook programs cost per call in one
-// extra connect and UDP round at one N (--connects connects, --udp
-// requests), from the kernel's bpf_stats (run_cnt, run_time_ns), read
-// through the agent's pinned links.
-type HookCost struct {
-	NServices int                 `json:"n_services"`
-	Hooks     map[string]HookCall `json:"hooks"`
-}
-
-type HookCall struct {
-	RunCount  uint64   `json:"run_cnt"`
-	RunTimeNS uint64   `json:"run_time_ns"`
-	NSPerCall *float64 `json:"ns_per_call"` // null: not called
-}
-
 // hookCounter sums socklb's hook counters over the requests it wraps.
 // Stats are on only around socklb's own extra round: they cost every BPF
 // program on the machine two clock reads per call, and no measured round

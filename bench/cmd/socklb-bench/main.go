@@ -71,60 +71,6 @@ type config struct {
 	self           string // this binary
 }
 
-// Run is one (N, dataplane) result. Its keys stay fixed so that results of
-// different dates compare; nil where a figure does not apply (or could not
-// be measured).
-type Run struct {
-	NServices        int      `json:"n_services"`
-	Dataplane        string   `json:"dataplane"`
-	ConnectsPerS     *float64 `json:"connects_per_s"`
-	ConnectP50us     *float64 `json:"connect_p50_us"`
-	ConnectP99us     *float64 `json:"connect_p99_us"`
-	UDPRRPerS        *float64 `json:"udp_rr_per_s"`
-	ProgLatencyP50ms *float64 `json:"prog_latency_p50_ms"`
-	ProgLatencyP99ms *float64 `json:"prog_latency_p99_ms"`
-	FullSyncS        *float64 `json:"full_sync_s"`
-	AgentRSSMiB      *float64 `json:"agent_rss_mib"`
-	AgentCPUS        *float64 `json:"agent_cpu_s"`
-	// Note says why the figures are null: not synced within the timeout,
-	// or not attempted after that at a smaller N.
-	Note string `json:"note,omitempty"`
-}
-
-// MapMem is the kernel memory of socklb's BPF maps after its full sync:
-// per pinned map (bytes_memlock of `bpftool map show`) and in total. Kept
-// out of Run, whose keys stay fixed.
-type MapMem struct {
-	NServices int              `json:"n_services"`
-	MapBytes  map[string]int64 `json:"map_bytes"`
-	TotalMiB  float64          `json:"total_mib"`
-}
-
-// Churn is an agent's RSS and CPU seconds (since its start, as in Run)
-// after --churn of one endpoint change per second, which follows the
-// programming-latency changes.
-type Churn struct {
-	NServices   int     `json:"n_services"`
-	Dataplane   string  `json:"dataplane"`
-	DurationS   float64 `json:"duration_s"`
-	AgentRSSMiB float64 `json:"agent_rss_mib"`
-	AgentCPUS   float64 `json:"agent_cpu_s"`
-	// The churn's own share: CPU seconds at its start and the changes it
-	// made, so that CPU per endpoint change excludes the full sync and the
-	// programming-latency changes.
-	AgentCPUStartS float64 `json:"agent_cpu_start_s"`
-	Changes        int     `json:"changes"`
-}
-
-type Results struct {
-	Machine    map[string]any `json:"machine"`
-	Runs       []Run          `json:"runs"`
-	SocklbMaps []MapMem       `json:"socklb_maps"`
-	Churn      []Churn        `json:"churn"`
-	HookCost   []HookCost     `json:"hook_cost"`
-	Profiles   []Profile      `json:"profiles"`
-}
-
 // sizeOut is what one size adds to the results.
 type sizeOut struct {
 	runs     []Run

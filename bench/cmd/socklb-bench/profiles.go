@@ -20,17 +20,6 @@ import (
 	"time"
 )
 
-// Profile is one saved profile: the raw file (gzipped protobuf, as pprof
-// serves it) and the head of its `go tool pprof -top`, both relative to
-// the run's directory.
-type Profile struct {
-	NServices int     `json:"n_services"`
-	Kind      string  `json:"kind"` // sync-cpu, heap, churn-cpu
-	Seconds   float64 `json:"seconds,omitempty"`
-	Path      string  `json:"path"`
-	Top       string  `json:"top"`
-}
-
 // topLines of `go tool pprof -top` are kept: the header and the ~20
 // heaviest functions, enough to cite.
 const topLines = 26

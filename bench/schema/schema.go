@@ -1,0 +1,94 @@
+// Package schema is the raw file a benchmark run writes
+// (bench/results/<name>/results.json): socklb-bench writes it and
+// bench/report reads it, from the same types.
+package schema
+
+// Run is one (N, dataplane) result. Its keys stay fixed so that results of
+// different dates compare; nil where a figure does not apply (or could not
+// be measured).
+type Run struct {
+	NServices        int      `json:"n_services"`
+	Dataplane        string   `json:"dataplane"`
+	ConnectsPerS     *float64 `json:"connects_per_s"`
+	ConnectP50us     *float64 `json:"connect_p50_us"`
+	ConnectP99us     *float64 `json:"connect_p99_us"`
+	UDPRRPerS        *float64 `json:"udp_rr_per_s"`
+	ProgLatencyP50ms *float64 `json:"prog_latency_p50_ms"`
+	ProgLatencyP99ms *float64 `json:"prog_latency_p99_ms"`
+	FullSyncS        *float64 `json:"full_sync_s"`
+	AgentRSSMiB      *float64 `json:"agent_rss_mib"`
+	AgentCPUS        *float64 `json:"agent_cpu_s"`
+	// Note says why the figures are null: not synced within the timeout,
+	// or not attempted after that at a smaller N.
+	Note string `json:"note,omitempty"`
+}
+
+// MapMem is the kernel memory of socklb's BPF maps after its full sync:
+// per pinned map (bytes_memlock of `bpftool map show`) and in total. Kept
+// out of Run, whose keys stay fixed.
+type MapMem struct {
+	NServices int              `json:"n_services"`
+	MapBytes  map[string]int64 `json:"map_bytes"`
+	TotalMiB  float64          `json:"total_mib"`
+}
+
+// Churn is an agent's RSS and CPU seconds (since its start, as in Run)
+// after --churn of one endpoint change per second, which follows the
+// programming-latency changes.
+type Churn struct {
+	NServices   int     `json:"n_services"`
+	Dataplane   string  `json:"dataplane"`
+	DurationS   float64 `json:"duration_s"`
+	AgentRSSMiB float64 `json:"agent_rss_mib"`
+	AgentCPUS   float64 `json:"agent_cpu_s"`
+	// The churn's own share: CPU seconds at its start and the changes it
+	// made, so that CPU per endpoint change excludes the full sync and the
+	// programming-latency changes.
+	AgentCPUStartS float64 `json:"agent_cpu_start_s"`
+	Changes        int     `json:"changes"`
+}
+
+// CPUPerChange is the agent's CPU during the churn alone over the changes
+// it made; false when the run did not record them.
+func (c Churn) CPUPerChange() (float64, bool) {
+	if c.Changes == 0 {
+		return 0, false
+	}
+	return (c.AgentCPUS - c.AgentCPUStartS) / float64(c.Changes), true
+}
+
+// HookCost is what each of socklb's hook programs cost per call in one
+// extra connect and UDP round at one N (--connects connects, --udp
+// requests), from the kernel's bpf_stats (run_cnt, run_time_ns), read
+// through the agent's pinned links.
+type HookCost struct {
+	NServices int                 `json:"n_services"`
+	Hooks     map[string]HookCall `json:"hooks"`
+}
+
+type HookCall struct {
+	RunCount  uint64   `json:"run_cnt"`
+	RunTimeNS uint64   `json:"run_time_ns"`
+	NSPerCall *float64 `json:"ns_per_call"` // null: not called
+}
+
+// Profile is one saved profile: the raw file (gzipped protobuf, as pprof
+// serves it) and the head of its `go tool pprof -top`, both relative to
+// the run's directory.
+type Profile struct {
+	NServices int     `json:"n_services"`
+	Kind      string  `json:"kind"` // sync-cpu, heap, churn-cpu
+	Seconds   float64 `json:"seconds,omitempty"`
+	Path      string  `json:"path"`
+	Top       string  `json:"top"`
+}
+
+// Results is the whole raw file of one run.
+type Results struct {
+	Machine    map[string]any `json:"machine"`
+	Runs       []Run          `json:"runs"`
+	SocklbMaps []MapMem       `json:"socklb_maps"`
+	Churn      []Churn        `json:"churn"`
+	HookCost   []HookCost     `json:"hook_cost"`
+	Profiles   []Profile      `json:"profiles"`
+}
