@@ -189,21 +189,8 @@ func cpuProfile(addr string, d time.Duration, path string) error {
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", url, resp.Status)
-			}
-			f, err := os.Create(path)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(f, resp.Body)
-			return err
-		}
-		if time.Now().After(deadline) {
+		err := fetch(url, path)
+		if err == nil || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(5 * time.Millisecond)
