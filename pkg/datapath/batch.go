@@ -291,7 +291,7 @@ func (e *entries[K, V]) writeBatch(m *ebpf.Map) (int, error) {
 	for i := 0; ; i++ {
 		n, err := m.BatchUpdate(e.keys[done:], e.vals[done*per:], nil)
 		done += n
-		if err == nil || !errors.Is(err, unix.ENOMEM) || i == 8 || n < 0 {
+		if err == nil || !errors.Is(err, unix.ENOMEM) || i == 8 {
 			return done, err
 		}
 		time.Sleep(backoff)
