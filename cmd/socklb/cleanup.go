@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,10 +19,20 @@ func newCleanupCommand() *cobra.Command {
 		Long:  "socklb cleanup unpins socklb's links and maps, which detaches its hooks: Services are no longer translated on this node.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := datapath.Cleanup(bpffs, force); err != nil {
+			res, err := datapath.Cleanup(bpffs, force)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed socklb's links and maps under %s; its hooks are detached\n", bpffs)
+			out := cmd.OutOrStdout()
+			if len(res.PutBack) > 0 {
+				fmt.Fprintf(out, "removed socklb's links and maps under %s, but the running agent (%s) pinned its own again in %s while cleanup ran: "+
+					"its hooks are attached again. Stop the agent to remove them for good.\n", bpffs, res.Holder, strings.Join(res.PutBack, ", "))
+				return nil
+			}
+			fmt.Fprintf(out, "removed socklb's links and maps under %s; its hooks are detached\n", bpffs)
+			if res.Holder != "" {
+				fmt.Fprintf(out, "the running agent (%s) will pin and attach them again at its next check: stop it to keep them removed\n", res.Holder)
+			}
 			return nil
 		},
 	}

@@ -157,9 +157,22 @@ func PinnedMapsDir(bpffs string) (string, error) {
 	return gens[0].dir, nil
 }
 
-// removeGeneration unpins one generation's maps. A map still used by a
-// program, or pinned in another generation too, lives on.
+// removeGeneration unpins one generation's maps and removes its
+// directory. A map still used by a program, or pinned in another
+// generation too, lives on.
 func removeGeneration(g generation) error {
+	err := unpinGeneration(g)
+	if !g.legacy {
+		if rerr := os.Remove(g.dir); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("removing %s (it holds something socklb did not pin?): %w", g.dir, rerr))
+		}
+	}
+	return err
+}
+
+// unpinGeneration removes the pins of one generation's maps, leaving its
+// directory.
+func unpinGeneration(g generation) error {
 	names, err := stateMapNames()
 	if err != nil {
 		return err
@@ -169,11 +182,6 @@ func removeGeneration(g generation) error {
 		p := filepath.Join(g.dir, name)
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
-		}
-	}
-	if !g.legacy {
-		if err := os.Remove(g.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing %s (it holds something socklb did not pin?): %w", g.dir, err))
 		}
 	}
 	return errors.Join(errs...)

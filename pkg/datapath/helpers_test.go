@@ -33,7 +33,7 @@ func pinDir(t testing.TB) string {
 	dir := testkit.PrivateBPFFS(t).Path()
 	// Registered after the unmount, so it runs before it.
 	t.Cleanup(func() {
-		if err := Cleanup(dir, false); err != nil {
+		if _, err := Cleanup(dir, false); err != nil {
 			t.Errorf("cleanup of %s: %v", dir, err)
 		}
 	})

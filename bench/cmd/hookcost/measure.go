@@ -50,7 +50,8 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 		return nil, fmt.Errorf("opening the datapath: %w", err)
 	}
 	defer func() {
-		err = errors.Join(err, dp.Close(), datapath.Cleanup(w.BPFFS.Path(), false))
+		_, cerr := datapath.Cleanup(w.BPFFS.Path(), false)
+		err = errors.Join(err, dp.Close(), cerr)
 	}()
 
 	progs, err := datapath.OpenHookPrograms(w.BPFFS.Path(), hookNames...)
