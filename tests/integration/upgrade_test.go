@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -60,18 +61,17 @@ func layoutChangedBin(t *testing.T) string {
 const unversionedCommit = "3342bc3"
 
 // unversionedBin builds the agent of unversionedCommit: the real previous
-// release, not a simulation of it.
+// release, not a simulation of it. Its source comes from testdata, not
+// from git, so that a shallow clone runs this test too:
+// testdata/socklb-<commit>.tar.gz is
+// `git archive --format=tar <commit> -- cmd pkg bpf go.mod go.sum | gzip -9n`,
+// and TestUnversionedSourceIsThatCommit holds it to the commit.
 func unversionedBin(t *testing.T) string {
 	t.Helper()
-	root, err := testkit.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := t.TempDir()
-	archive := exec.Command("sh", "-c", "git archive "+unversionedCommit+" | tar -x -C "+src)
-	archive.Dir = root
+	archive := exec.Command("tar", "-xzf", unversionedArchive, "-C", src)
 	if out, err := archive.CombinedOutput(); err != nil {
-		t.Skipf("commit %s (the last agent without versioned pins) is not in this checkout (%v: %s): fetch the full history to run this test", unversionedCommit, err, out)
+		t.Fatalf("unpacking %s: %v: %s", unversionedArchive, err, out)
 	}
 	bin := filepath.Join(filepath.Dir(socklbBin), "socklb-unversioned")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/socklb")
@@ -80,6 +80,30 @@ func unversionedBin(t *testing.T) string {
 		t.Fatalf("building socklb at %s: %v\n%s", unversionedCommit, err, out)
 	}
 	return bin
+}
+
+var unversionedArchive = filepath.Join("testdata", "socklb-"+unversionedCommit+".tar.gz")
+
+// TestUnversionedSourceIsThatCommit: the archive the upgrade and rollback
+// tests build is byte for byte what git archives of unversionedCommit.
+func TestUnversionedSourceIsThatCommit(t *testing.T) {
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := exec.Command("git", "archive", "--format=tar", unversionedCommit, "--", "cmd", "pkg", "bpf", "go.mod", "go.sum")
+	want.Dir = root
+	tarball, err := want.Output()
+	if err != nil {
+		t.Skipf("commit %s is not in this checkout (%v, a shallow clone?): the archive's provenance cannot be checked here", unversionedCommit, err)
+	}
+	got, err := exec.Command("sh", "-c", "gzip -dc "+unversionedArchive).Output()
+	if err != nil {
+		t.Fatalf("reading %s: %v", unversionedArchive, err)
+	}
+	if !bytes.Equal(got, tarball) {
+		t.Fatalf("%s is not `git archive %s` (%d bytes, git gives %d): rebuild it with the command in unversionedBin's comment", unversionedArchive, unversionedCommit, len(got), len(tarball))
+	}
 }
 
 // TestUpgradeFromUnversionedPins: an agent of the release before
