@@ -28,6 +28,9 @@ var metrics = []metric{
 	{"Programming latency p50", "ms", false, func(r Run) *float64 { return r.ProgLatencyP50ms },
 		"From the EndpointSlice write in the API server to the first connection through the ClusterIP that reaches the new endpoint."},
 	{"Programming latency p99", "ms", false, func(r Run) *float64 { return r.ProgLatencyP99ms }, ""},
+	{"API watch latency p50", "ms", false, func(r Run) *float64 { return r.WatchLatencyP50ms },
+		"The same EndpointSlice writes, from the write to the event reaching the harness's own watch on the same machine: the API server's part of the programming latency, which no dataplane can remove."},
+	{"API watch latency p99", "ms", false, func(r Run) *float64 { return r.WatchLatencyP99ms }, ""},
 	{"Full sync", "s", false, func(r Run) *float64 { return r.FullSyncS },
 		"From the dataplane's start to every Service programmed and the target answering through its ClusterIP."},
 	{"Agent RSS at full sync", "MiB", false, func(r Run) *float64 { return r.AgentRSSMiB }, "VmRSS of the socklb agent or kube-proxy process."},
@@ -110,6 +113,9 @@ func table(w *strings.Builder, runs []Run, sizes []int, dps []string, m metric) 
 		if slices.Contains(cols, r.a) && slices.Contains(cols, r.b) {
 			rcols = append(rcols, r)
 		}
+	}
+	if len(cols) == 0 {
+		return // a figure this run did not measure
 	}
 	better := "higher is better"
 	if !m.higherBetter {

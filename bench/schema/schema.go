@@ -15,9 +15,14 @@ type Run struct {
 	UDPRRPerS        *float64 `json:"udp_rr_per_s"`
 	ProgLatencyP50ms *float64 `json:"prog_latency_p50_ms"`
 	ProgLatencyP99ms *float64 `json:"prog_latency_p99_ms"`
-	FullSyncS        *float64 `json:"full_sync_s"`
-	AgentRSSMiB      *float64 `json:"agent_rss_mib"`
-	AgentCPUS        *float64 `json:"agent_cpu_s"`
+	// WatchLatency is the same changes seen by the harness's own watch:
+	// the API server's part of the programming latency (null in runs
+	// before it was measured).
+	WatchLatencyP50ms *float64 `json:"watch_latency_p50_ms,omitempty"`
+	WatchLatencyP99ms *float64 `json:"watch_latency_p99_ms,omitempty"`
+	FullSyncS         *float64 `json:"full_sync_s"`
+	AgentRSSMiB       *float64 `json:"agent_rss_mib"`
+	AgentCPUS         *float64 `json:"agent_cpu_s"`
 	// Note says why the figures are null: not synced within the timeout,
 	// or not attempted after that at a smaller N.
 	Note string `json:"note,omitempty"`

@@ -357,7 +357,12 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			sum0, _ = d.metric("socklb_sync_proxy_rules_duration_seconds_sum")
 			cnt0, _ = d.metric("socklb_sync_proxy_rules_duration_seconds_count")
 		}
-		var lat []float64
+		var lat, watchLat []float64
+		pw, err := watchProbe(ctx, o.c, o.probe.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		defer pw.stop()
 		for i := 0; i < d.cfg.changes; i++ {
 			if !d.agent.Alive() {
 				return d.agent.ExitedErr()
@@ -392,6 +397,11 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 				return fmt.Errorf("programming latency, change %d: %s", i+1, a.resp.FirstError)
 			}
 			lat = append(lat, float64(a.resp.Seen-at.UnixNano())/1e6)
+			seen, err := pw.wait(o.probe.ResourceVersion, 10*time.Second)
+			if err != nil {
+				return fmt.Errorf("change %d: %w", i+1, err)
+			}
+			watchLat = append(watchLat, float64(seen.Sub(at).Nanoseconds())/1e6)
 			if rest := d.cfg.changeInterval - time.Since(at); rest > 0 {
 				time.Sleep(rest)
 			}
@@ -404,7 +414,9 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			}
 		}
 		r.ProgLatencyP50ms, r.ProgLatencyP99ms = fptr(pct(lat, 50)), fptr(pct(lat, 99))
+		r.WatchLatencyP50ms, r.WatchLatencyP99ms = fptr(pct(watchLat, 50)), fptr(pct(watchLat, 99))
 		logf("programming latency over %d changes: p50 %.1fms p99 %.1fms (all %v)", len(lat), *r.ProgLatencyP50ms, *r.ProgLatencyP99ms, round1(lat))
+		logf("the harness's own watch of the same changes: p50 %.1fms p99 %.1fms (all %v)", *r.WatchLatencyP50ms, *r.WatchLatencyP99ms, round1(watchLat))
 	}
 	if d.name != "direct" && d.cfg.churn > 0 {
 		if err := churn(ctx, d, o, n); err != nil {
