@@ -270,15 +270,17 @@ func (m *migration) carry() {
 // old programs gave state between the first carry and the switch are
 // carried by a second walk; then the older generations go.
 func (m *migration) switched() error {
-	var errs []error
 	if m.carrying != nil {
+		// A failed walk costs the sockets it missed their state, as an
+		// upgrade did before carrying: said in the note, not returned,
+		// which would fail /healthz until the agent restarts.
 		if _, err := m.carrying.walk(); err != nil {
-			errs = append(errs, fmt.Errorf("carrying sk_state after the switch: %w", err))
+			m.carryNote += fmt.Sprintf("; carrying sk_state after the switch: %v", err)
 		}
 		m.carrying.Close()
 		m.carrying = nil
 	}
-	return errors.Join(append(errs, m.dropOlder())...)
+	return m.dropOlder()
 }
 
 // dropOlder unpins every earlier generation. Its maps die with their last

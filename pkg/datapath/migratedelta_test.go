@@ -18,15 +18,7 @@ import (
 // would be invisible to them.
 func TestMigrationSwitchesOnceADeltaProgramsTheRest(t *testing.T) {
 	requireRoot(t)
-	cg, err := lab.NewCgroup()
-	if err != nil {
-		t.Fatalf("child cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cg.Close(); err != nil {
-			t.Errorf("removing cgroup %s: %v", cg.Path(), err)
-		}
-	})
+	cg := childCgroup(t)
 	dir := pinDir(t)
 	a := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80")
 	b := frontend("10.96.0.11", 80, servicemap.TCP, "10.244.1.2:80")
@@ -78,6 +70,22 @@ func TestMigrationSwitchesOnceADeltaProgramsTheRest(t *testing.T) {
 	if _, err := d.RepairPins(); err != nil {
 		t.Errorf("RepairPins after the switch: %v", err)
 	}
+}
+
+// childCgroup is a fresh child cgroup the hooks can attach to, removed
+// at the end.
+func childCgroup(t *testing.T) *lab.Cgroup {
+	t.Helper()
+	cg, err := lab.NewCgroup()
+	if err != nil {
+		t.Fatalf("child cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cg.Close(); err != nil {
+			t.Errorf("removing cgroup %s: %v", cg.Path(), err)
+		}
+	})
+	return cg
 }
 
 func progID(t *testing.T, p *ebpf.Program) ebpf.ProgramID {
