@@ -90,6 +90,11 @@ static __always_inline void sk_carry_entry(struct sock_entry *to, const struct s
 	to->frontend_port = from->frontend_port;
 	to->affinity_id = from->affinity_id;
 	__builtin_memcpy(key.addr, from->frontend, sizeof(key.addr));
+	/* Looked up as the hooks look it up (lb_local_key): a localhost
+	 * NodePort is programmed as 127.0.0.1 whichever 127/8 address the
+	 * socket sent to. */
+	if (addr_is_v4(key.addr) && (bpf_ntohl(addr_to_v4(key.addr)) >> 24) == 127)
+		addr_from_v4(key.addr, bpf_htonl(0x7f000001));
 	key.port = from->frontend_port;
 	key.proto = proto;
 	sv = bpf_map_lookup_elem(&services, &key);
