@@ -32,6 +32,9 @@ func TestCarryGivesTheNewIDs(t *testing.T) {
 		sent  []string // what the socket sent to, in order
 		sentB string   // the address of those that reached b
 	}{
+		// a's Service is deleted during the upgrade: its entry, first in
+		// the socket's state, kept a's old id, which the refill gave b.
+		{name: "a deleted Service's entry does not shadow another", sent: []string{"127.0.0.1:30054", "127.0.0.1:30053"}, sentB: "127.0.0.1:30053"},
 		// Every 127/8 address is looked up as 127.0.0.1 (lb_local_key).
 		{name: "a localhost NodePort on 127.0.0.2", sent: []string{"127.0.0.2:30053"}, sentB: "127.0.0.2:30053"},
 	} {
