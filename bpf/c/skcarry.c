@@ -72,13 +72,20 @@ static __always_inline void sk_carry_count(__u32 idx)
 		__sync_fetch_and_add(n, 1);
 }
 
+/* The id of a carried entry whose frontend the new maps lack. The agent
+ * hands out ids from 1 to twice --max-services (pkg/datapath/ids.go), so
+ * no Service port has it. */
+#define SK_CARRY_GONE 0xffffffffu
+
 /* sk_carry_entry converts one entry. Its Service port is an affinity_id,
  * which a refill of the Service maps hands out again, maybe to another
  * port: the frontend's entry in the new services map (filled before the
- * first walk) gives the id now. A frontend no longer there keeps its old
- * id: the entry still serves replies, getpeername and socket termination,
- * and should the id now be another port's, the hooks use its backend only
- * while members says it is one of that port's endpoints. */
+ * first walk) gives the id now. A frontend no longer there gets
+ * SK_CARRY_GONE: the entry still serves replies, getpeername and socket
+ * termination (any id but 0), but keeping the old id, should the refill
+ * have given it to another port the socket also sends to, would put this
+ * entry before that port's own in lb_sock_find: the socket would leave
+ * the backend it keeps for that port. */
 static __always_inline void sk_carry_entry(struct sock_entry *to, const struct sock_entry_from *from, __u8 proto)
 {
 	struct svc_key key = {};
@@ -88,8 +95,13 @@ static __always_inline void sk_carry_entry(struct sock_entry *to, const struct s
 	__builtin_memcpy(to->frontend, from->frontend, sizeof(to->frontend));
 	to->backend_port = from->backend_port;
 	to->frontend_port = from->frontend_port;
-	to->affinity_id = from->affinity_id;
+	to->affinity_id = SK_CARRY_GONE;
 	__builtin_memcpy(key.addr, from->frontend, sizeof(key.addr));
+	/* Looked up as the hooks look it up (lb_local_key): a localhost
+	 * NodePort is programmed as 127.0.0.1 whichever 127/8 address the
+	 * socket sent to. */
+	if (addr_is_v4(key.addr) && (bpf_ntohl(addr_to_v4(key.addr)) >> 24) == 127)
+		addr_from_v4(key.addr, bpf_htonl(0x7f000001));
 	key.port = from->frontend_port;
 	key.proto = proto;
 	sv = bpf_map_lookup_elem(&services, &key);

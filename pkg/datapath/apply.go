@@ -80,7 +80,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 		}
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
-	res.Switched = d.finishMigration(len(res.Failed) == 0)
+	res.Switched = d.finishAfterApply(res)
 	return res
 }
 
@@ -100,6 +100,7 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 		d.applyUpsert(key, fe, &res)
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
+	res.Switched = d.finishAfterDelta(delta, res)
 	return res
 }
 

@@ -103,6 +103,7 @@ func Open(cfg Config) (*Datapath, error) {
 		}
 		if mig != nil {
 			d.pendingErr = mig.switched()
+			d.migration = mig.String(pinDir)
 		}
 	}
 	if cfg.CgroupPath != "" {

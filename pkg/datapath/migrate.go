@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 // A migration moves the hooks from the maps an earlier agent pinned (another
@@ -49,6 +50,11 @@ type migration struct {
 	carryFrom *ebpf.Map // the old sk_state, when its entries can be carried
 	carrying  *carrier  // loaded once the new sk_state exists
 	carryNote string    // what became of the sockets' state, for the log
+
+	// unprogrammed holds the frontends the new maps lack: those the first
+	// Apply failed, until an ApplyDelta programs or removes them. nil
+	// until that Apply: the new maps are then still empty.
+	unprogrammed map[servicemap.FrontendKey]bool
 }
 
 func (m *migration) String(to string) string {
@@ -264,15 +270,17 @@ func (m *migration) carry() {
 // old programs gave state between the first carry and the switch are
 // carried by a second walk; then the older generations go.
 func (m *migration) switched() error {
-	var errs []error
 	if m.carrying != nil {
+		// A failed walk costs the sockets it missed their state, as an
+		// upgrade did before carrying: said in the note, not returned,
+		// which would fail /healthz until the agent restarts.
 		if _, err := m.carrying.walk(); err != nil {
-			errs = append(errs, fmt.Errorf("carrying sk_state after the switch: %w", err))
+			m.carryNote += fmt.Sprintf("; carrying sk_state after the switch: %v", err)
 		}
 		m.carrying.Close()
 		m.carrying = nil
 	}
-	return errors.Join(append(errs, m.dropOlder())...)
+	return m.dropOlder()
 }
 
 // dropOlder unpins every earlier generation. Its maps die with their last
@@ -302,7 +310,7 @@ func (m *migration) abandon(newDir string) {
 
 // finishMigration switches the links to this agent's programs once the
 // first Apply has filled the new maps, then drops the older generations.
-// Called with d.mu held, after an Apply. A failed Apply leaves the hooks
+// Called with d.mu held, after an Apply or ApplyDelta. A failure leaves the hooks
 // on the complete old maps rather than on new ones missing frontends.
 func (d *Datapath) finishMigration(applied bool) string {
 	if d.pending == nil {
@@ -325,6 +333,40 @@ func (d *Datapath) finishMigration(applied bool) string {
 	}
 	d.pending = nil
 	return done
+}
+
+// finishAfterApply notes what the Apply of the whole state left
+// unprogrammed and switches the links when that is nothing.
+func (d *Datapath) finishAfterApply(res ApplyResult) string {
+	if d.pending == nil {
+		return ""
+	}
+	d.pending.unprogrammed = map[servicemap.FrontendKey]bool{}
+	for k := range res.Failed {
+		d.pending.unprogrammed[k] = true
+	}
+	return d.finishMigration(len(res.Failed) == 0)
+}
+
+// finishAfterDelta switches the links once deltas have programmed or
+// removed every frontend the first Apply failed. Every sync after the
+// first is a delta (the agent's retries of failed frontends too): waiting
+// for the next full Apply, the periodic resync, would leave the hooks that
+// long on old maps no Apply writes any more.
+func (d *Datapath) finishAfterDelta(delta servicemap.Delta, res ApplyResult) string {
+	if d.pending == nil || d.pending.unprogrammed == nil {
+		return ""
+	}
+	for _, k := range delta.Remove {
+		delete(d.pending.unprogrammed, k)
+	}
+	for k := range delta.Upsert {
+		delete(d.pending.unprogrammed, k)
+	}
+	for k := range res.Failed {
+		d.pending.unprogrammed[k] = true
+	}
+	return d.finishMigration(len(d.pending.unprogrammed) == 0)
 }
 
 // linksPinned says whether an earlier agent left links to switch.
