@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -81,18 +82,13 @@ func TestCarryGivesTheNewIDs(t *testing.T) {
 
 // udpSenderIn starts a process in the cgroup cgFD whose one unconnected
 // UDP socket sends a datagram to each address, and returns that socket as
-// a descriptor of this process; the process lives until the test ends.
+// a descriptor of this process; the process lives until the test ends. The
+// process is this test binary again (TestMain runs udpSender): the kernel
+// puts it in the cgroup at clone, before it sends.
 func udpSenderIn(t *testing.T, cgFD int, addrs ...string) int {
 	t.Helper()
-	const script = `import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for a in sys.argv[1:]:
-    h, p = a.rsplit(":", 1)
-    s.sendto(b"x", (h, int(p)))
-print(s.fileno(), flush=True)
-sys.stdin.read()
-`
-	cmd := exec.Command("python3", append([]string{"-c", script}, addrs...)...)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), udpSenderEnv+"="+strings.Join(addrs, ","))
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgFD}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -103,7 +99,7 @@ sys.stdin.read()
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("python3 (needed to hold a socket in the cgroup): %v", err)
+		t.Fatalf("starting the UDP sender in the cgroup: %v", err)
 	}
 	t.Cleanup(func() {
 		stdin.Close()
