@@ -29,7 +29,7 @@ var metrics = []metric{
 		"From the EndpointSlice write in the API server to the first connection through the ClusterIP that reaches the new endpoint."},
 	{"Programming latency p99", "ms", false, func(r Run) *float64 { return r.ProgLatencyP99ms }, ""},
 	{"API watch latency p50", "ms", false, func(r Run) *float64 { return r.WatchLatencyP50ms },
-		"The same EndpointSlice writes, from the write to the event reaching the harness's own watch on the same machine: the API server's part of the programming latency, which no dataplane can remove."},
+		"The same EndpointSlice writes, from the write to the event reaching the harness's own watch on the same machine: the API server's part of the programming latency, which no dataplane can remove. Its ratios compare the same watch while each dataplane ran beside it, not the dataplanes."},
 	{"API watch latency p99", "ms", false, func(r Run) *float64 { return r.WatchLatencyP99ms }, ""},
 	{"Full sync", "s", false, func(r Run) *float64 { return r.FullSyncS },
 		"From the dataplane's start to every Service programmed and the target answering through its ClusterIP."},
