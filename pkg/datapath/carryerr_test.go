@@ -22,12 +22,8 @@ func TestCarryLossDoesNotFailHealth(t *testing.T) {
 	mustApply(t, old, state(a))
 	old.Close()
 
-	t.Cleanup(func() { testLayoutChange = "" })
-	testLayoutChange = "1"
-	d := openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path()})
-	if d.pending == nil || d.pending.carrying == nil {
-		t.Fatalf("no migration waiting with an sk_state carry: %s", d.Migration())
-	}
+	d := openWithLayout(t, "1", Config{BPFFSPath: dir, CgroupPath: cg.Path()})
+	carryWaiting(t, d)
 	// What the iterator counts when the kernel gives a socket no storage
 	// in the new sk_state (sk_carried[1], bpf/c/skcarry.c).
 	if err := d.pending.carrying.carried.Put(uint32(1), uint64(1)); err != nil {

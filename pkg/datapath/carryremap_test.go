@@ -49,12 +49,8 @@ func TestCarryGivesTheNewIDs(t *testing.T) {
 			sock := udpSenderIn(t, cg.FD(), tc.sent...)
 			old.Close()
 
-			t.Cleanup(func() { testLayoutChange = "" })
-			testLayoutChange = "1"
-			d := openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path()})
-			if d.pending == nil || d.pending.carrying == nil {
-				t.Fatalf("no migration waiting with an sk_state carry: %s", d.Migration())
-			}
+			d := openWithLayout(t, "1", Config{BPFFSPath: dir, CgroupPath: cg.Path()})
+			carryWaiting(t, d)
 			res := mustApply(t, d, state(b)) // b alone: id 1
 			if !strings.Contains(res.Switched, "carried sk_state of 1 sockets") {
 				t.Fatalf("switch: %q", res.Switched)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/socklb/socklb/internal/lab"
 )
 
 // TestHookStatsCountAConnect attaches the hooks to a fresh child cgroup,
@@ -17,15 +15,7 @@ import (
 // the benchmark reads them, to have moved by that call.
 func TestHookStatsCountAConnect(t *testing.T) {
 	requireRoot(t)
-	cg, err := lab.NewCgroup()
-	if err != nil {
-		t.Fatalf("child cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cg.Close(); err != nil {
-			t.Errorf("removing cgroup %s: %v", cg.Path(), err)
-		}
-	})
+	cg := childCgroup(t)
 	dir := pinDir(t)
 	openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path()})
 

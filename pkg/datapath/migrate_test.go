@@ -206,6 +206,26 @@ func TestShrinkBelowContentKeepsServing(t *testing.T) {
 	}
 }
 
+// openWithLayout opens a Datapath built as if its maps' layout were
+// change (testLayoutChange; "" is this build's own), as an upgrade to or a
+// rollback from another release would; the layout is this build's again
+// when the test ends.
+func openWithLayout(t *testing.T, change string, cfg Config) *Datapath {
+	t.Helper()
+	t.Cleanup(func() { testLayoutChange = "" })
+	testLayoutChange = change
+	return openTest(t, cfg)
+}
+
+// carryWaiting fails the test unless d waits for its first Apply to
+// switch, with sk_state to carry.
+func carryWaiting(t *testing.T, d *Datapath) {
+	t.Helper()
+	if d.pending == nil || d.pending.carrying == nil {
+		t.Fatalf("no migration waiting with an sk_state carry: %s", d.Migration())
+	}
+}
+
 // TestLayoutChangeRefills: maps of another layout are not copied (their
 // bytes mean something else); the new maps start empty and Apply fills
 // them. Then the rollback does the same.
@@ -216,10 +236,8 @@ func TestLayoutChangeRefills(t *testing.T) {
 	mustApply(t, d, state(a))
 	skState := mapID(t, d.Maps().SkState)
 	d.Close()
-	t.Cleanup(func() { testLayoutChange = "" })
 	for _, change := range []string{"1", ""} {
-		testLayoutChange = change
-		d := openTest(t, Config{BPFFSPath: dir})
+		d := openWithLayout(t, change, Config{BPFFSPath: dir})
 		onlyGeneration(t, d)
 		// sock_state changed too: sockets opened before lose their state
 		// (docs/upgrade-maps.md says what that costs).
@@ -251,10 +269,8 @@ func TestServiceLayoutChangeKeepsSockState(t *testing.T) {
 	skState := mapID(t, d.Maps().SkState)
 	services := mapID(t, d.Maps().Services)
 	d.Close()
-	t.Cleanup(func() { testLayoutChange = "" })
 	for _, change := range []string{"service-maps", ""} {
-		testLayoutChange = change
-		d := openTest(t, Config{BPFFSPath: dir})
+		d := openWithLayout(t, change, Config{BPFFSPath: dir})
 		onlyGeneration(t, d)
 		if id := mapID(t, d.Maps().Services); id == services {
 			t.Fatalf("layout change %q: services map %d kept although its value type changed", change, id)

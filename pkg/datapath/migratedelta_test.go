@@ -27,9 +27,7 @@ func TestMigrationSwitchesOnceADeltaProgramsTheRest(t *testing.T) {
 	mustApply(t, old, state(a, b))
 	old.Close()
 
-	t.Cleanup(func() { testLayoutChange = "" })
-	testLayoutChange = "1"
-	d := openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path(), MaxServices: 2})
+	d := openWithLayout(t, "1", Config{BPFFSPath: dir, CgroupPath: cg.Path(), MaxServices: 2})
 	if d.pending == nil {
 		t.Fatalf("no migration waits for the first Apply (%s)", d.Migration())
 	}
