@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -61,18 +62,7 @@ func TestBatchFillEqualsPerEntry(t *testing.T) {
 	want := batchState(300)
 	cfg := Config{MaxServices: 1024, MaxBackends: 8192}
 
-	ref := openTest(t, cfg)
-	keys := make([]servicemap.FrontendKey, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareKeys)
-	for _, k := range keys {
-		res := ref.ApplyDelta(servicemap.Delta{Upsert: servicemap.State{k: want[k]}})
-		if err := res.Err(); err != nil {
-			t.Fatalf("per-entry ApplyDelta: %v", err)
-		}
-	}
+	ref := perEntryFill(t, cfg, want)
 
 	d := openTest(t, cfg)
 	d.batch.chunk = 37
@@ -81,26 +71,13 @@ func TestBatchFillEqualsPerEntry(t *testing.T) {
 		t.Fatalf("Apply wrote %d frontends, %d of them batched; want all %d batched", res.Upserted, res.Batched, len(want))
 	}
 
-	for _, def := range fillOrder() {
-		got, exp := rawDump(t, *mapFields(&d.t)[def.name]), rawDump(t, *mapFields(&ref.t)[def.name])
-		if len(exp) == 0 {
-			t.Fatalf("%s map empty after the per-entry fill: the test compares nothing", def.name)
-		}
-		if !reflect.DeepEqual(got, exp) {
-			t.Errorf("%s map: batch fill holds %d entries, per-entry %d, and they differ", def.name, len(got), len(exp))
-			for k, v := range exp {
-				if got[k] != v {
-					t.Errorf("  %s key %s: batch %q, per-entry %q", def.name, k, got[k], v)
-					break
-				}
-			}
-		}
-	}
+	sameMaps(t, d, ref)
 	if got, exp := d.Programmed(), ref.Programmed(); !reflect.DeepEqual(got, exp) {
 		t.Errorf("the batch fill's record of the frontends differs from the per-entry one")
 	}
 	// What the batch wrote is an ordinary generation: changing and
 	// removing it takes the per-entry path.
+	keys := slices.SortedFunc(maps.Keys(want), compareKeys)
 	for _, k := range keys[:10] {
 		delete(want, k)
 	}
@@ -234,17 +211,7 @@ func TestBatchRefusedMapWrittenPerEntry(t *testing.T) {
 
 	want := batchState(100)
 	cfg := Config{MaxServices: 1024, MaxBackends: 8192}
-	ref := openTest(t, cfg)
-	keys := make([]servicemap.FrontendKey, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareKeys)
-	for _, k := range keys {
-		if err := ref.ApplyDelta(servicemap.Delta{Upsert: servicemap.State{k: want[k]}}).Err(); err != nil {
-			t.Fatalf("per-entry ApplyDelta: %v", err)
-		}
-	}
+	ref := perEntryFill(t, cfg, want)
 	d := openTest(t, cfg)
 	for _, def := range fillOrder() {
 		d.batch.refused[def.name] = ebpf.ErrNotSupported
@@ -252,12 +219,7 @@ func TestBatchRefusedMapWrittenPerEntry(t *testing.T) {
 	if res := mustApply(t, d, want); res.Batched != len(want) {
 		t.Fatalf("%d of %d frontends through the batch path", res.Batched, len(want))
 	}
-	for _, def := range fillOrder() {
-		got, exp := rawDump(t, *mapFields(&d.t)[def.name]), rawDump(t, *mapFields(&ref.t)[def.name])
-		if !reflect.DeepEqual(got, exp) {
-			t.Errorf("%s map: written per entry by the batch path (%d entries), it differs from upsert's (%d)", def.name, len(got), len(exp))
-		}
-	}
+	sameMaps(t, d, ref)
 }
 
 // TestFillOrder: the batch fill writes what a services entry leads to
@@ -283,6 +245,41 @@ func TestFillOrder(t *testing.T) {
 	for _, before := range []string{socklbbpf.SocklbMapBackends, socklbbpf.SocklbMapStats} {
 		if pos[before] > pos[socklbbpf.SocklbMapSlots] {
 			t.Errorf("%s is written after slots: a slot could point at a missing backend", before)
+		}
+	}
+}
+
+// perEntryFill is the reference a batch fill is held to: want written
+// frontend by frontend through ApplyDelta, in key order, as batches
+// allocate ids.
+func perEntryFill(t *testing.T, cfg Config, want servicemap.State) *Datapath {
+	t.Helper()
+	ref := openTest(t, cfg)
+	for _, k := range slices.SortedFunc(maps.Keys(want), compareKeys) {
+		if err := ref.ApplyDelta(servicemap.Delta{Upsert: servicemap.State{k: want[k]}}).Err(); err != nil {
+			t.Fatalf("per-entry ApplyDelta: %v", err)
+		}
+	}
+	return ref
+}
+
+// sameMaps fails the test unless every Service map of d holds, byte for
+// byte, what ref's does.
+func sameMaps(t *testing.T, d, ref *Datapath) {
+	t.Helper()
+	for _, def := range fillOrder() {
+		got, exp := rawDump(t, *mapFields(&d.t)[def.name]), rawDump(t, *mapFields(&ref.t)[def.name])
+		if len(exp) == 0 {
+			t.Fatalf("%s map empty after the per-entry fill: the test compares nothing", def.name)
+		}
+		if !reflect.DeepEqual(got, exp) {
+			t.Errorf("%s map: the batch path's fill holds %d entries, per-entry %d, and they differ", def.name, len(got), len(exp))
+			for k, v := range exp {
+				if got[k] != v {
+					t.Errorf("  %s key %s: batch %q, per-entry %q", def.name, k, got[k], v)
+					break
+				}
+			}
 		}
 	}
 }
