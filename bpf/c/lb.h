@@ -147,6 +147,11 @@ static __always_inline int lb_frontend(struct svc_key *key, struct svc_value *sv
 {
 	__u32 *w = (__u32 *)key->addr;
 
+	/* The wildcard entries are reached only this way: a connect to the
+	 * unspecified address itself means this host (or a pod's own
+	 * loopback), never another node. */
+	if (addr_is_unset(key->addr))
+		return 0;
 	if (lb_service(key, sv))
 		return 1;
 	if (!lb_remote_node(key->addr))
