@@ -42,6 +42,8 @@ type Config struct {
 	// NATPortMin and NATPortMax bound the source ports of flows SNATed
 	// toward another node (default DefaultNATPortMin-DefaultNATPortMax).
 	NATPortMin, NATPortMax uint16
+	// FlowTimeouts: zero fields take DefaultFlowTimeouts'.
+	FlowTimeouts FlowTimeouts
 	// DisableFeatures are taken as missing whatever the kernel has: to run
 	// an older kernel's fallbacks (tests), or to avoid a broken feature.
 	DisableFeatures []Feature
@@ -80,6 +82,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxFlows == 0 {
 		c.MaxFlows = DefaultMaxFlows
+	}
+	ft, def := &c.FlowTimeouts, DefaultFlowTimeouts
+	for _, f := range []struct{ v, d *time.Duration }{{&ft.TCPSyn, &def.TCPSyn}, {&ft.TCPEstablished, &def.TCPEstablished},
+		{&ft.TCPClosing, &def.TCPClosing}, {&ft.UDP, &def.UDP}, {&ft.UDPStream, &def.UDPStream}} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
 	}
 	if c.NATPortMin == 0 && c.NATPortMax == 0 {
 		c.NATPortMin, c.NATPortMax = DefaultNATPortMin, DefaultNATPortMax

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -43,6 +44,8 @@ type Datapath struct {
 	// The per-packet path: nil when cfg.PacketLB is off.
 	nodeport *socklbbpf.NodeportObjects
 	devices  []Device
+	// flowCount is the flows map's entries at the last ExpireFlows.
+	flowCount atomic.Int64
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their

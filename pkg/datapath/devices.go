@@ -67,9 +67,13 @@ func loadNodeport(cfg Config, shared *socklbbpf.SocklbMaps) (*socklbbpf.Nodeport
 	return &objs, nil
 }
 
-// setFlowConstants sets the SNAT port range the flows use.
+// setFlowConstants sets the flows' SNAT port range and timeouts.
 func setFlowConstants(spec *ebpf.CollectionSpec, cfg Config) error {
-	for name, v := range map[string]uint16{"nat_port_min": cfg.NATPortMin, "nat_port_max": cfg.NATPortMax} {
+	vals := map[string]any{"nat_port_min": cfg.NATPortMin, "nat_port_max": cfg.NATPortMax}
+	for name, ns := range cfg.FlowTimeouts.constants() {
+		vals[name] = ns
+	}
+	for name, v := range vals {
 		vs, ok := spec.Variables[name]
 		if !ok {
 			return fmt.Errorf("the per-packet object has no %s", name)

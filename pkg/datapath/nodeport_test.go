@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -151,17 +152,11 @@ func natDev(t *testing.T, d *Datapath, lab nodeLab) {
 
 func flowEvents(t *testing.T, d *Datapath) map[socklbbpf.SocklbFlowEvent]uint64 {
 	t.Helper()
-	out := map[socklbbpf.SocklbFlowEvent]uint64{}
-	for ev := socklbbpf.SocklbFlowEvent(0); ev < socklbbpf.SocklbFlowEventFLOW_EV_MAX; ev++ {
-		var per []uint64
-		if err := d.t.flowEvents.Lookup(uint32(ev), &per); err != nil {
-			t.Fatalf("flow_events: %v", err)
-		}
-		for _, n := range per {
-			out[ev] += n
-		}
+	ev, err := d.FlowEvents()
+	if err != nil {
+		t.Errorf("%v", err)
 	}
-	return out
+	return ev
 }
 
 // TestNodePortToLocalBackend: a client's packet to a NodePort whose
@@ -312,4 +307,69 @@ func TestNodePortToRemoteBackend(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFlowsExpire: the sweep keeps a flow younger than its timeout and
+// removes one older (both entries), a TCP flow after a FIN sooner than
+// one without, and a reply entry without its flow; a packet of an expired
+// flow starts a new one in the program itself.
+func TestFlowsExpire(t *testing.T) {
+	d := packetDatapath(t, nodePort(labNode, 30080, servicemap.TCP, "10.244.1.5:8080"))
+	in := d.nodeport.SocklbFromNetdev
+	inNewNetNS(t, func(h *netlink.Handle) {
+		lab, err := setUpNodeLab(h)
+		if err != nil {
+			t.Errorf("lab: %v", err)
+			return
+		}
+		natDev(t, d, lab)
+		fe := netip.AddrPortFrom(labNode, 30080)
+		send := func(port uint16, flags uint8) {
+			pkt := testPacket{src: netip.AddrPortFrom(labClient, port), dst: fe, proto: protoTCP, tcpFlags: flags}
+			if v, _, err := runTC(in, pkt.bytes(), lab.dev0); err != nil || v != tcActOK {
+				t.Errorf("packet from port %d: verdict %d, %v", port, v, err)
+			}
+		}
+		send(40000, tcpSYN)
+		send(40001, tcpSYN)
+		send(40001, tcpFIN|tcpACK)
+		if st, err := d.ExpireFlows(); err != nil || st.Flows != 2 || st.Expired != 0 {
+			t.Errorf("fresh flows: sweep %+v, %v; want 2 flows, none expired", st, err)
+		}
+		// Age both by 11 s: past the 10 s after a FIN, within the 2 min
+		// of an unanswered SYN.
+		now, _ := monotonicNow()
+		age := func(port uint16, by time.Duration) {
+			k := socklbbpf.SocklbFlowKey{Saddr: addrBytes(labClient), Daddr: addrBytes(labNode), Sport: portToMap(port), Dport: portToMap(30080), Proto: protoTCP}
+			var v socklbbpf.SocklbFlowValue
+			if err := d.t.flows.Lookup(k, &v); err != nil {
+				t.Errorf("flow from port %d: %v", port, err)
+				return
+			}
+			v.LastSeen = uint64(now - by)
+			if err := d.t.flows.Put(k, v); err != nil {
+				t.Error(err)
+			}
+		}
+		age(40000, 11*time.Second)
+		age(40001, 11*time.Second)
+		orphan := socklbbpf.SocklbFlowKey{Saddr: addrBytes(netip.MustParseAddr("10.244.1.9")), Daddr: addrBytes(labClient), Sport: portToMap(80), Dport: portToMap(1234), Proto: protoTCP}
+		if err := d.t.flows.Put(orphan, socklbbpf.SocklbFlowValue{Dir: socklbbpf.SocklbFlowDirFLOW_REPLY}); err != nil {
+			t.Error(err)
+		}
+		st, err := d.ExpireFlows()
+		if err != nil || st.Flows != 1 || st.Expired != 1 || st.Orphans != 1 {
+			t.Errorf("after 11 s: sweep %+v, %v; want 1 flow left, the closed one expired, 1 orphan", st, err)
+		}
+		if n, _ := countEntries(d.t.flows); n != 2 {
+			t.Errorf("flows map holds %d entries, want the 2 of the flow left", n)
+		}
+		// Past the SYN timeout, the program itself starts the flow anew.
+		age(40000, 3*time.Minute)
+		before := flowEvents(t, d)[socklbbpf.SocklbFlowEventFLOW_EV_NEW]
+		send(40000, tcpACK)
+		if after := flowEvents(t, d)[socklbbpf.SocklbFlowEventFLOW_EV_NEW]; after != before+1 {
+			t.Errorf("a packet of an expired flow: flows created %d -> %d, want one more", before, after)
+		}
+	})
 }

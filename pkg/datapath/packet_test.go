@@ -25,7 +25,6 @@ type testPacket struct {
 }
 
 const (
-	protoTCP = 6
 	protoUDP = 17
 	tcpSYN   = 0x02
 	tcpACK   = 0x10
