@@ -9,6 +9,7 @@
 #include "lb.h"
 #include "maps.h"
 #include "pkt.h"
+#include "scratch.h"
 
 #define FLOW_SEC 1000000000ULL
 
@@ -62,7 +63,8 @@ static __always_inline __u64 flow_timeout(const struct flow_value *v, __u8 proto
 
 static __always_inline int flow_expired(const struct flow_value *v, __u8 proto, __u64 now)
 {
-	return now - v->last_seen > flow_timeout(v, proto);
+	/* Another CPU may have stamped it after this packet read the clock. */
+	return now > v->last_seen && now - v->last_seen > flow_timeout(v, proto);
 }
 
 /* flow_reply_key is the key of the REPLY entry of the ORIG entry k -> v. */
@@ -163,20 +165,6 @@ static __always_inline __be16 flow_nat_port(__be16 client, int try, __u16 *last)
 	return bpf_htons(port);
 }
 
-/* flow_create's two new entries: too big for its stack frame beside the
- * callers'. */
-struct flow_spare {
-	struct flow_value orig;
-	struct flow_value reply;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct flow_spare);
-} flow_scratch SEC(".maps");
-
 /* flow_create starts the flow of p toward c's backend, SNATed to snat
  * when it is not NULL (a remote backend), and returns its ORIG entry. NULL
  * when the map is full or no SNAT port is free; the event says which.
@@ -184,7 +172,7 @@ struct {
 static __noinline struct flow_value *flow_create(const struct pkt *p, const struct lb_choice *c, __u32 svc_id,
 						 const __u8 *snat, __u32 ifindex)
 {
-	struct flow_spare *sc;
+	struct scratch_space *sc;
 	struct flow_value *o, *r;
 	struct flow_key ok, rk;
 	__u64 now = bpf_ktime_get_ns();
@@ -192,7 +180,7 @@ static __noinline struct flow_value *flow_create(const struct pkt *p, const stru
 	__u16 last = 0;
 	int err = -1, i;
 
-	sc = bpf_map_lookup_elem(&flow_scratch, &zero);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return NULL;
 	o = &sc->orig;
