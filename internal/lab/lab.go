@@ -34,7 +34,7 @@ type Config struct {
 // Pod is a pod of a running lab: a network namespace and its servers.
 type Pod struct {
 	Name  string
-	Index int    // 1-based, as in the namespace name sl-<pid>-<n>-pod<Index>
+	Index int    // 1-based: sl-<pid>-<n>-pod<Index> in a Lab, ...-n<i>-p<Index> in a MultiNode
 	NetNS string // name for `ip netns exec`
 	IP    netip.Addr
 	IPv6  netip.Addr // zero if the pod has no IPv6 address

@@ -222,6 +222,25 @@ func counts(pods []*Pod, proto string) map[string]int64 {
 // ResetCounts zeroes every server's counters.
 func (l *Lab) ResetCounts() { resetCounts(l.Pods()) }
 
+// peers merges, per pod, the Peers of its servers of protocol proto.
+func peers(pods []*Pod, proto string) map[string]map[netip.Addr]int64 {
+	out := map[string]map[netip.Addr]int64{}
+	for _, p := range pods {
+		for _, s := range p.Servers() {
+			if s.Proto != proto {
+				continue
+			}
+			for a, n := range s.Peers() {
+				if out[p.Name] == nil {
+					out[p.Name] = map[netip.Addr]int64{}
+				}
+				out[p.Name][a] += n
+			}
+		}
+	}
+	return out
+}
+
 func resetCounts(pods []*Pod) {
 	for _, p := range pods {
 		for _, s := range p.Servers() {
