@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -64,6 +66,11 @@ func TestMultiNode(t *testing.T) {
 			d := n.Device
 			if d.Name != "eth0" || d.Index <= 0 || len(d.MAC) != 6 || d.IP.Addr() != n.IP || d.IPv6.Addr() != n.IPv6 {
 				t.Errorf("node %s device %+v", n.Name, d)
+			}
+			b, err := n.Command(ctx, "sysctl", "-n", "net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding",
+				"net.ipv4.conf.all.rp_filter", "net.ipv4.conf.eth0.rp_filter", "net.ipv6.conf.eth0.accept_dad").CombinedOutput()
+			if got := strings.Fields(string(b)); err != nil || strings.Join(got, " ") != "1 1 0 0 0" {
+				t.Errorf("node %s: forwarding, forwarding6, rp_filter all/eth0, accept_dad = %q (%v), want 1 1 0 0 0", n.Name, b, err)
 			}
 			link := ipT(t, "-n", n.NetNS, "-o", "link", "show", "eth0")
 			if !strings.HasPrefix(link, strconv.Itoa(d.Index)+": eth0@") || !strings.Contains(link, d.MAC.String()) {
@@ -164,6 +171,27 @@ func TestMultiNode(t *testing.T) {
 		}
 	})
 
+	// A client on a node runs in the node's namespace and, when given one,
+	// in the test's cgroup, where the agent's hooks would see it.
+	t.Run("node-client-in-cgroup", func(t *testing.T) {
+		cg, err := NewCgroup()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cg.Close()
+		r := must(t)(n1.Client().Info(ctx, cg))
+		if want := "/" + strings.TrimPrefix(cg.Path(), cg.mount+"/"); r.Cgroup != want {
+			t.Errorf("labclient cgroup %q, want %q", r.Cgroup, want)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(n1.NetNSPath(), &st); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("net:[%d]", st.Ino); r.NetNS != want {
+			t.Errorf("labclient netns %q, want node 1's %q", r.NetNS, want)
+		}
+	})
+
 	t.Run("route-via", func(t *testing.T) {
 		lb := netip.MustParsePrefix("10.96.100.0/24")
 		if err := m.RouteVia(lb, 1, 2); err != nil {
@@ -207,6 +235,53 @@ func TestMultiNode(t *testing.T) {
 			t.Error("a closed lab started a server")
 		}
 	})
+}
+
+// TestMultiNodeConcurrent builds two labs at once in this process: their
+// names differ, and the same addresses in each stay apart.
+func TestMultiNodeConcurrent(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var labs [2]*MultiNode
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range labs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			labs[i], errs[i] = NewMultiNode(MultiNodeConfig{Nodes: 1, PodsPerNode: 1})
+		}()
+	}
+	wg.Wait()
+	for _, m := range labs { // before any Fatal: one lab may be up, the other not
+		t.Cleanup(func() { _ = m.Close() })
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range labs {
+		if err := m.StartAllServers(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RouteVia(m.Node(1).PodCIDR, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if labs[0].Prefix() == labs[1].Prefix() {
+		t.Fatalf("both labs are %s", labs[0].Prefix())
+	}
+	r := must(t)(labs[0].Outside.TCP(ctx, nil, "10.244.1.11:8080", 3))
+	wantReplies(t, "lab 0", r, "n1-p1", 3)
+	if a, b := labs[0].Counts("tcp")["n1-p1"], labs[1].Counts("tcp")["n1-p1"]; a != 3 || b != 0 {
+		t.Errorf("lab 0's pod counted %d, lab 1's %d; want 3 and 0", a, b)
+	}
+	for _, m := range labs {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+		wantNoNetNS(t, m.Prefix())
+	}
 }
 
 // TestMultiNodeFailureCleansUp makes NewMultiNode fail part-way, at an

@@ -18,7 +18,7 @@ type Node struct {
 	Index     int          // i, 1-based
 	Name      string       // "n<i>"
 	NetNS     string       // sl-<pid>-<n>-n<i>
-	Device    Device       // eth0: what the agent's --devices names
+	Device    Device       // eth0: the device an agent's tc programs go on
 	IP        netip.Addr   // 10.250.0.<10+i>, on eth0
 	IPv6      netip.Addr   // fd00:250::<10+i>; zero without IPv6
 	PodCIDR   netip.Prefix // 10.244.<i>.0/24
