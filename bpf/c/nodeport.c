@@ -78,7 +78,7 @@ static __noinline int send_reply(struct __sk_buff *skb, struct pkt *p, const str
  * UDP flow to a backend that left moves to a live one, as kube-proxy
  * clears a removed endpoint's UDP conntrack entries; a TCP flow stays, as
  * conntrack keeps it. */
-static __always_inline int still_member(const struct flow_value *f)
+static __noinline int still_member(const struct flow_value *f)
 {
 	struct member_key mk = {};
 
@@ -97,16 +97,36 @@ static __always_inline int still_member(const struct flow_value *f)
  * fit. */
 #define FLOW_STARTED -1
 
+/* snat_toward says where the FIB sends p once DNATed to be: to this node
+ * (a local pod, or the node itself: only DNAT), or out through a device
+ * toward another node, whose address the flow is then SNATed to (*snat). */
+static __noinline enum fwd_where snat_toward(struct __sk_buff *skb, const struct pkt *p, const struct backend *be,
+					     const __u8 **snat)
+{
+	enum fwd_where where;
+	struct nat_dev *dev;
+	struct fwd fw;
+	__u32 oif;
+
+	fwd_lookup(skb, &fw, p, p->saddr, be->addr, p->sport, be->port, skb->ingress_ifindex);
+	where = fwd_where(&fw);
+	if (where != FWD_DEVICE)
+		return where;
+	oif = fw.fib.ifindex;
+	dev = bpf_map_lookup_elem(&nat_devs, &oif);
+	if (!dev)
+		return FWD_NONE;
+	*snat = p->is6 ? dev->addr6 : dev->addr4;
+	return FWD_DEVICE;
+}
+
 __noinline int start_flow(struct __sk_buff *skb, struct pkt *p)
 {
 	struct lb_choice c = {};
 	struct svc_key key;
 	struct svc_value sv;
 	struct flow_value *f;
-	struct nat_dev *dev;
 	const __u8 *snat = NULL;
-	struct fwd fw;
-	__u32 oif;
 
 	if (!skb || !p || !extlb_frontend(p, &key, &sv))
 		return TC_ACT_OK;
@@ -123,24 +143,18 @@ __noinline int start_flow(struct __sk_buff *skb, struct pkt *p)
 		flow_event(FLOW_EV_NO_ENDPOINT);
 		return icmp_reject(skb, p);
 	}
-	fwd_lookup(skb, &fw, p, p->saddr, c.be.addr, p->sport, c.be.port, skb->ingress_ifindex);
-	switch (fwd_where(&fw)) {
+	switch (snat_toward(skb, p, &c.be, &snat)) {
 	case FWD_NONE:
 		return drop(FLOW_EV_NO_ROUTE);
 	case FWD_DEVICE:
-		oif = fw.fib.ifindex;
-		dev = bpf_map_lookup_elem(&nat_devs, &oif);
-		if (!dev)
-			return drop(FLOW_EV_NO_ROUTE);
-		snat = p->is6 ? dev->addr6 : dev->addr4;
 		/* The device has no address of this family to SNAT to. */
-		if (addr_is_unset(snat))
+		if (!snat || addr_is_unset(snat))
 			return drop(FLOW_EV_NO_ROUTE);
 		break;
 	default:
-		break;
+		snat = NULL;
 	}
-	f = flow_create(p, &c, sv.svc_id, snat, skb->ingress_ifindex);
+	f = flow_create(skb, p, &c, sv.svc_id, snat);
 	if (!f || f->dir != FLOW_ORIG)
 		return TC_ACT_SHOT;
 	lb_count(f->backend_id, LB_COUNT_CONNECT);
