@@ -79,7 +79,8 @@ func (b *builder) sourceRanges(nn types.NamespacedName, spec *corev1.ServiceSpec
 // parseSourceRange is net.ParseCIDR with leading zeros allowed
 // (netutils.ParseCIDRSloppy, as kube-proxy parses), made a masked
 // netip.Prefix. An IPv4-mapped IPv6 range is the IPv4 range it maps, as
-// kube-proxy files it under IPv4.
+// kube-proxy files it under IPv4; like kube-proxy, the family is decided
+// after masking, so ::ffff:0.0.0.0/80 is the IPv6 range ::/80.
 func parseSourceRange(s string) (netip.Prefix, bool) {
 	_, n, err := netutils.ParseCIDRSloppy(s)
 	if err != nil {
@@ -94,9 +95,8 @@ func parseSourceRange(s string) (netip.Prefix, bool) {
 	case bits == 32:
 		a = a.Unmap()
 	case a.Is4In6():
-		if ones < 96 {
-			return netip.Prefix{}, false // reaches beyond the mapped space
-		}
+		// n.IP is already masked, so a mapped address here means a
+		// prefix of at least 96 bits: inside the mapped space.
 		a, ones = a.Unmap(), ones-96
 	}
 	return netip.PrefixFrom(a, ones).Masked(), true
