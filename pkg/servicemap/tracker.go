@@ -434,6 +434,9 @@ func compareSlice(a, b *discoveryv1.EndpointSlice) int {
 // addresses, for a change of those addresses alone.
 func (t *Tracker) withAddressReaders(changed map[types.NamespacedName]ServiceObjects) map[types.NamespacedName]ServiceObjects {
 	out := maps.Clone(changed)
+	if out == nil {
+		out = map[types.NamespacedName]ServiceObjects{}
+	}
 	for nn, e := range t.entries {
 		if _, ok := out[nn]; !ok && readsNodeAddresses(e.svc) {
 			out[nn] = ServiceObjects{Service: e.svc, Slices: e.slices}
