@@ -1,7 +1,11 @@
 // Package servicemap turns Kubernetes Services and EndpointSlices into the
 // desired datapath state: one Frontend per (address, port, protocol) a client
-// may connect to, each with the backends kube-proxy would pick from. It is
-// pure: no kernel, no API calls, so every kube-proxy rule is a table test.
+// may connect to, each with the backends kube-proxy would pick from, plus a
+// ScopeExternal twin where packets from other machines must be answered
+// differently (externalTrafficPolicy Local). It also says where the other
+// nodes serve NodePorts (RemoteNodeAddresses). It is pure: no kernel, no
+// API calls, so every kube-proxy rule is a table test. It is the one place
+// that knows Service semantics: the datapath programs what it is given.
 package servicemap
 
 import (
