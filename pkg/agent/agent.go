@@ -61,6 +61,8 @@ type Agent struct {
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
+	// remote is the other nodes' NodePort addresses.
+	remote remoteNodes
 
 	// snapMu orders the snapshots taken to count pending changes with the
 	// one each sync takes, so "pending" is always relative to what the last
@@ -193,10 +195,11 @@ func (a *Agent) sync(full bool) bool {
 		a.logFirstSync(r, res, done)
 	}
 
+	remoteOK := a.setRemoteNodes()
 	a.cfg.HealthChecks.Sync(r.checks)
 	a.observeProgramming(r.triggers, r.state, res, done)
 	a.health.SyncNode(r.node)
-	ok := len(res.Failed) == 0
+	ok := len(res.Failed) == 0 && remoteOK
 	if ok {
 		a.health.Updated(start)
 	} else {

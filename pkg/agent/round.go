@@ -33,7 +33,9 @@ type round struct {
 // read computes this sync's desired state. With a Tracked source and no
 // full sync asked for, it recomputes only the Services the events touched;
 // a change of the node facts, the first sync and the periodic resync
-// rebuild everything from a snapshot.
+// rebuild everything from a snapshot. The other nodes' NodePort addresses
+// are computed again with every rebuild, and otherwise only when the
+// other Nodes or this node's interface addresses changed.
 func (a *Agent) read(full bool) round {
 	t, tracked := a.src.(source.Tracked)
 	if !tracked {
@@ -48,7 +50,10 @@ func (a *Agent) read(full bool) round {
 			objs[nn] = t.ServiceObjects(nn)
 		}
 		if d, problems, ok := a.tracker.Update(node, objs); ok {
-			r.state, r.delta, r.problems = a.tracker.State(), &d, problems
+			// Other Nodes are read only when they changed, or when
+			// this node's addresses (which they must not claim) did.
+			a.refreshRemoteNodes(node, t.Nodes, ch.RemoteNodes)
+			r.state, r.delta, r.problems = a.tracker.State(), &d, a.withRemoteProblems(problems)
 			r.checks, r.node = a.tracker.HealthChecks(), node.ThisNode()
 			return r
 		}
@@ -56,6 +61,8 @@ func (a *Agent) read(full bool) round {
 	in := a.withNodeFacts(t.Snapshot())
 	r.full = true
 	r.state, r.problems = a.tracker.Full(in)
+	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
+	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r
 }
@@ -70,6 +77,8 @@ func (a *Agent) readSnapshot() round {
 	a.seen = cur
 	a.snapMu.Unlock()
 	r.state, r.problems = a.tracker.Full(in)
+	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
+	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r
 }
