@@ -13,6 +13,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -78,6 +79,9 @@ type Agent struct {
 	// afterSync, if set, is called at the end of each sync (tests).
 	afterSync func(ok bool)
 	first     firstSync
+	// synced is set once the first sync is done: address events count
+	// from then on (followAddresses).
+	synced atomic.Bool
 }
 
 // Run syncs what src delivers until ctx is done. Changes that arrive while
@@ -101,9 +105,8 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 		retryMax = max(DefaultRetryMax, retryMin)
 	}
 	kick := make(chan struct{}, 1)
-	changed := func() {
+	queue := func() {
 		now := time.Now()
-		a.first.sourceReady(now)
 		a.health.Queued(now)
 		a.metrics.queued(now)
 		select {
@@ -111,8 +114,20 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 		default:
 		}
 	}
+	changed := func() {
+		a.first.sourceReady(time.Now())
+		queue()
+	}
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- src.Run(ctx, changed) }()
+	// The address subscription ends with Run, however Run ends.
+	addrCtx, stopAddrs := context.WithCancel(ctx)
+	var addrsDone sync.WaitGroup
+	defer addrsDone.Wait()
+	defer stopAddrs()
+	if a.cfg.AddressEvents != nil {
+		addrsDone.Go(func() { a.followAddresses(addrCtx, queue) })
+	}
 	if a.cfg.Pins != nil {
 		go a.watchPins(ctx)
 	}
@@ -219,6 +234,7 @@ func (a *Agent) sync(full bool) bool {
 	if res.Switched != "" {
 		a.log.Info("migration finished", "migration", res.Switched)
 	}
+	a.synced.Store(true)
 	if a.afterSync != nil {
 		a.afterSync(ok)
 	}
