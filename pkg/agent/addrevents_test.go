@@ -35,6 +35,7 @@ func (f *fakeAddresses) watch(ctx context.Context, changed func()) {
 	f.mu.Unlock()
 	close(f.running)
 	<-ctx.Done()
+	time.Sleep(50 * time.Millisecond) // closing a netlink socket is not instant either
 }
 
 // add gives the node an address and fires n events, as netlink does for
