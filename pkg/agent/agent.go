@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,8 @@ type Agent struct {
 	lastFailed   map[servicemap.FrontendKey]string
 	// remote is the other nodes' NodePort addresses.
 	remote remoteNodes
+	// lastAddrs is this node's interface addresses at the last sync.
+	lastAddrs []netip.Addr
 
 	// snapMu orders the snapshots taken to count pending changes with the
 	// one each sync takes, so "pending" is always relative to what the last
@@ -82,6 +85,10 @@ type Agent struct {
 	// synced is set once the first sync is done: address events count
 	// from then on (followAddresses).
 	synced atomic.Bool
+	// devices is what the per-packet path serves since the last
+	// refreshDevices that succeeded (devicesOK).
+	devices   []datapath.Device
+	devicesOK bool
 }
 
 // Run syncs what src delivers until ctx is done. Changes that arrive while
@@ -130,6 +137,9 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 	}
 	if a.cfg.Pins != nil {
 		go a.watchPins(ctx)
+	}
+	if a.cfg.Packets != nil {
+		go a.sweepFlows(ctx)
 	}
 	var (
 		retry   *time.Timer
@@ -211,6 +221,9 @@ func (a *Agent) sync(full bool) bool {
 	}
 
 	remoteOK := a.setRemoteNodes()
+	if r.full || r.addrsChanged {
+		a.refreshDevices()
+	}
 	a.cfg.HealthChecks.Sync(r.checks)
 	a.observeProgramming(r.triggers, r.state, res, done)
 	a.health.SyncNode(r.node)

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -17,6 +18,8 @@ import (
 type RemoteNodeAddressSetter interface {
 	SetRemoteNodeAddresses([]netip.Addr) error
 }
+
+var _ RemoteNodeAddressSetter = (*datapath.Datapath)(nil)
 
 // remoteNodes is what the agent knows of the other nodes' NodePort
 // addresses: computed again only when the Nodes or this node's own

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,9 @@ type round struct {
 	node     *corev1.Node
 	triggers map[types.NamespacedName][]time.Time
 	changes  changeCount
+	// addrsChanged: this node's interface addresses differ from the last
+	// sync's (an address event, or one seen with an API change).
+	addrsChanged bool
 }
 
 // read computes this sync's desired state. With a Tracked source and no
@@ -45,6 +49,7 @@ func (a *Agent) read(full bool) round {
 	r := round{changes: changeCount{services: ch.ServiceObjects, slices: ch.SliceObjects}, triggers: a.sinceStart(ch.Triggers)}
 	if !full && !ch.Node {
 		node := a.withNodeFacts(t.NodeInput())
+		r.addrsChanged = a.noteAddresses(node)
 		objs := make(map[types.NamespacedName]servicemap.ServiceObjects, len(ch.Services))
 		for nn := range ch.Services {
 			objs[nn] = t.ServiceObjects(nn)
@@ -59,6 +64,7 @@ func (a *Agent) read(full bool) round {
 		}
 	}
 	in := a.withNodeFacts(t.Snapshot())
+	r.addrsChanged = a.noteAddresses(in) || r.addrsChanged
 	r.full = true
 	r.state, r.problems = a.tracker.Full(in)
 	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
@@ -73,7 +79,7 @@ func (a *Agent) readSnapshot() round {
 	a.snapMu.Lock()
 	in := a.withNodeFacts(a.src.Snapshot())
 	cur := versionsOf(in)
-	r := round{full: true, changes: countChanges(a.seen, cur), triggers: triggerTimes(in, a.seen, a.started)}
+	r := round{full: true, changes: countChanges(a.seen, cur), triggers: triggerTimes(in, a.seen, a.started), addrsChanged: a.noteAddresses(in)}
 	a.seen = cur
 	a.snapMu.Unlock()
 	r.state, r.problems = a.tracker.Full(in)
@@ -81,6 +87,14 @@ func (a *Agent) readSnapshot() round {
 	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r
+}
+
+// noteAddresses reports whether in's interface addresses differ from the
+// last sync's, and remembers them.
+func (a *Agent) noteAddresses(in model.Input) bool {
+	changed := !slices.Equal(in.LocalAddresses, a.lastAddrs)
+	a.lastAddrs = in.LocalAddresses
+	return changed
 }
 
 // sinceStart drops trigger times from before the agent started: they
