@@ -53,7 +53,8 @@ type Config struct {
 	// added to every snapshot: --nodeport-addresses (prefixes and the
 	// keyword primary), --external-ip-cidrs, and the interface addresses,
 	// read at every sync so a new address is picked up with the next
-	// change (nil LocalAddresses: host.LocalAddresses).
+	// sync (nil LocalAddresses: host.LocalAddresses; AddressEvents makes
+	// an address change a sync of its own).
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
 	ExternalIPCIDRs   []netip.Prefix
