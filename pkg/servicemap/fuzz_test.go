@@ -406,7 +406,10 @@ func decodeExtras(r *fuzzReader, in *model.Input) {
 			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{
 				Type: pick(r, fzNodeAddrTypes), Address: r.str(fzNodeAddrs)})
 		}
-		in.Nodes = append(in.Nodes, n)
+		// A source holds one Node per name, as an informer does.
+		if !slices.ContainsFunc(in.Nodes, func(o *corev1.Node) bool { return o.Name == n.Name }) {
+			in.Nodes = append(in.Nodes, n)
+		}
 	}
 }
 
