@@ -2,13 +2,17 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -114,4 +118,54 @@ func keys(st servicemap.State) []string {
 		out = append(out, k.String())
 	}
 	return out
+}
+
+// fakePackets is a per-packet path that only counts SetDevices.
+type fakePackets struct{ sets int }
+
+func (p *fakePackets) SetDevices([]datapath.Device) error { p.sets++; return nil }
+func (p *fakePackets) ExpireFlows() (datapath.FlowStats, error) {
+	return datapath.FlowStats{}, nil
+}
+func (p *fakePackets) FlowEvents() (map[socklbbpf.SocklbFlowEvent]uint64, error) { return nil, nil }
+
+// TestAddressChangeRefreshesDevices: a sync that finds this node's
+// interface addresses changed (an address event's, or any) points the
+// per-packet path at its devices again, as a full sync does, though it
+// rebuilds only the Services that read the addresses; a sync without one
+// leaves the devices alone. A --devices name no interface has makes every
+// refresh log its error, which is how the refreshes are counted here.
+func TestAddressChangeRefreshesDevices(t *testing.T) {
+	src := newFakeTracked(bigSnapshot(3))
+	logs := &lockedBuffer{}
+	local := []netip.Addr{netip.MustParseAddr("10.1.0.5")}
+	a, err := New(Config{Datapath: &deltaApplier{}, Log: slog.New(slog.NewJSONHandler(logs, nil)), HealthTimeout: time.Minute,
+		HealthChecks: nopHealthChecks{}, LocalAddresses: func() ([]netip.Addr, error) { return local, nil },
+		Packets: &fakePackets{}, Devices: []string{"socklb-no-such-device"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.src, a.started = src, time.Now()
+	refreshes := func() int {
+		return len(logs.lines(t, "NodePort, LoadBalancer and externalIP traffic from other machines is not served; /healthz fails until it is"))
+	}
+
+	a.sync(true)
+	if n := refreshes(); n != 1 {
+		t.Fatalf("first sync: %d device refreshes, want 1", n)
+	}
+	nn := types.NamespacedName{Namespace: "default", Name: "svc-1"}
+	src.put(nn, servicemap.ServiceObjects{Service: src.ServiceObjects(nn).Service})
+	a.sync(false)
+	if n := refreshes(); n != 1 {
+		t.Fatalf("a Service change: %d device refreshes, want still 1", n)
+	}
+	local = append(local, netip.MustParseAddr("10.1.0.9"))
+	a.sync(false)
+	if n := refreshes(); n != 2 {
+		t.Fatalf("an address change: %d device refreshes, want 2", n)
+	}
+	if _, full, _, _ := a.cfg.Datapath.(*deltaApplier).snapshot(); full != 1 {
+		t.Errorf("an address change: %d full applies, want only the first sync's", full)
+	}
 }
