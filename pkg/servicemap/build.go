@@ -173,13 +173,16 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 				}
 				// The remote-node NodePort: the datapath looks it up for
 				// a socket that dials another node's address (see
-				// RemoteNodeAddresses). kube-proxy leaves such a packet
-				// to the other node, whose KUBE-NODEPORTS sends it to the
-				// Service's cluster-wide endpoints (it is not from a
-				// local pod there, but it did not come through a load
-				// balancer either: Cilium's socket LB, which translates it
-				// here, uses the same endpoints). Translating it here
-				// saves the hairpin through that node.
+				// RemoteNodeAddresses), which saves the hairpin through
+				// that node. kube-proxy leaves such a packet to the other
+				// node, for which it is external traffic: under
+				// externalTrafficPolicy Cluster it picks from the same
+				// cluster-wide endpoints as here; under Local it would
+				// pick that node's own. Like Cilium's socket LB, whose
+				// in-cluster scope keeps every endpoint (cilium/cilium
+				// #12311), socklb serves the node's sockets from the
+				// cluster-wide set, as its own NodePorts do. No twin: a
+				// packet from another machine never carries 0.0.0.0.
 				b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external)})
 			}
 			for _, a := range famExt {
