@@ -113,13 +113,17 @@ func TestExternalAffinityByClientAddress(t *testing.T) {
 
 // TestRemoteNodePortFromPod: a pod on node 1 dials node 2's address at a
 // NodePort. Node 2 runs no agent, so only a translation at connect() on
-// node 1 can answer; getpeername still shows node 2's address.
+// node 1 can answer; getpeername still shows node 2's address. Under
+// externalTrafficPolicy Local the choice is node 2's (kube-proxy leaves
+// the packet to that node, which serves it from its own endpoints only),
+// so node 1 does not translate it and node 2 answers as it is.
 func TestRemoteNodePortFromPod(t *testing.T) {
 	eps := []ep{readyEP("10.244.1.12", "n1"), readyEP("10.244.2.12", "n2"), readyEP("fd00:244:2::12", "n2")}
 	e := newXEnv(t, map[string]string{
-		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.50", "fd00:96::50"}, nodePort: 30110}.yaml(eps...),
+		"web.yaml":   svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.50", "fd00:96::50"}, nodePort: 30110}.yaml(eps...),
+		"local.yaml": svcSpec{name: "local", typ: "NodePort", etp: "Local", clusterIPs: []string{"10.96.0.51"}, nodePort: 30112}.yaml(readyEP("10.244.1.12", "n1")),
 	})
-	e.waitInspect(n1IP + ":30110/TCP")
+	e.waitInspect(n1IP+":30110/TCP", n1IP+":30112/TCP")
 	pod := e.m.Pod("n1-p1").Client()
 	for _, addr := range []string{n2IP + ":30110", "[" + n2IP6 + "]:30110"} {
 		res, err := pod.TCP(e.ctx(), e.cg, addr, 20)
@@ -138,6 +142,13 @@ func TestRemoteNodePortFromPod(t *testing.T) {
 	}
 	if res.OK != 0 || !strings.Contains(strings.Join(keys(res.Errors), ","), "ECONNREFUSED") {
 		t.Errorf("pod n1-p1 -> %s:30111 (no NodePort): %v errors %v; want refused by node 2", n2IP, res.Replies, res.Errors)
+	}
+	res, err = pod.TCP(e.ctx(), e.cg, n2IP+":30112", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 0 || !strings.Contains(strings.Join(keys(res.Errors), ","), "ECONNREFUSED") {
+		t.Errorf("pod n1-p1 -> %s:30112 (externalTrafficPolicy Local, its endpoint on node 1): %v errors %v; want it left to node 2 (refused there: no agent)", n2IP, res.Replies, res.Errors)
 	}
 }
 
