@@ -28,7 +28,7 @@ func SetConntrackTimeouts(established, closeWait time.Duration) (loaded bool, er
 	var errs []error
 	for name, d := range map[string]time.Duration{
 		"nf_conntrack_tcp_timeout_established": established,
-		"nf_conntrack_tcp_timeout_close_wait":   closeWait,
+		"nf_conntrack_tcp_timeout_close_wait":  closeWait,
 	} {
 		if d <= 0 {
 			continue
