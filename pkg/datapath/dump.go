@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	socklbbpf "github.com/socklb/socklb/bpf"
+
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
@@ -72,6 +74,13 @@ func Dump(bpffs string) ([]ServiceDump, error) {
 	return out, nil
 }
 
+// sinceNodePorts are the maps that came with the per-packet path: older
+// agents' pins lack them, and their readers take a missing one as empty.
+var sinceNodePorts = map[string]bool{
+	socklbbpf.SocklbMapSrcRanges: true, socklbbpf.SocklbMapNodeAddrs: true, socklbbpf.SocklbMapFlows: true,
+	socklbbpf.SocklbMapNatDevs: true, socklbbpf.SocklbMapFlowEvents: true,
+}
+
 func openPinnedTables(bpffs string) (tables, func(), error) {
 	dir, err := PinnedMapsDir(bpffs)
 	if err != nil {
@@ -87,7 +96,7 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 		path := filepath.Join(dir, name)
 		m, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: true})
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no socklb map pinned at %s: is the agent running with --bpffs-path %s?", path, bpffs)
+			return nil, fmt.Errorf("no socklb map pinned at %s: is the agent running with --bpffs-path %s? %w", path, bpffs, os.ErrNotExist)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("opening pinned map %s: %w", path, err)
@@ -98,6 +107,11 @@ func openPinnedTables(bpffs string) (tables, func(), error) {
 	var t tables
 	for name, dst := range mapFields(&t) {
 		m, err := open(name)
+		if err != nil && sinceNodePorts[name] && errors.Is(err, os.ErrNotExist) {
+			// Pinned by an agent from before the per-packet path: it has
+			// no such map, and nothing of it to show.
+			continue
+		}
 		if err != nil {
 			closeAll()
 			return tables{}, nil, err

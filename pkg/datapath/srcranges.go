@@ -51,6 +51,9 @@ func (d *Datapath) dropRanges(id uint32, had, want []netip.Prefix) {
 // readRanges reads every frontend's ranges back, by svc id.
 func readRanges(t tables) (map[uint32][]netip.Prefix, error) {
 	out := map[uint32][]netip.Prefix{}
+	if t.srcRanges == nil { // pinned by an agent from before source ranges
+		return out, nil
+	}
 	var k socklbbpf.SocklbSrcRangeKey
 	var v uint8
 	it := t.srcRanges.Iterate()
