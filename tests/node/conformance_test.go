@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := n.RunE2E(*focus, *skip, dir, filepath.Join(dir, "e2e.log"), 4*time.Hour); err != nil {
+	if err := n.RunE2E(*focus, *skip, *procs, dir, filepath.Join(dir, "e2e.log"), 4*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := os.OpenFile(filepath.Join(dir, "run.txt"), os.O_APPEND|os.O_WRONLY, 0)

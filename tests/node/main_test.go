@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/lab"
@@ -26,8 +27,10 @@ var (
 	reportDir = flag.String("report-dir", "", "where TestConformance writes e2e.test's JUnit report (default: the run's directory)")
 	focus     = flag.String("focus", node.DefaultFocus, "e2e.test --ginkgo.focus")
 	skip      = flag.String("skip", node.DefaultSkip, "e2e.test --ginkgo.skip")
+	nodes     = flag.Int("nodes", 3, "how many nodes (1..9): each its own network and mount namespace, containerd, kubelet and child cgroup")
+	procs     = flag.Int("procs", 4, "ginkgo processes for TestConformance ([Serial] tests run alone at the end); 1 runs e2e.test directly")
 
-	n    *node.Node
+	n    *node.Cluster
 	root string
 )
 
@@ -65,6 +68,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1
 	}
+	if node.IsNodeProcess() {
+		return node.NodeMain()
+	}
 	if !node.Inside() {
 		return parent()
 	}
@@ -94,6 +100,10 @@ func parent() int {
 		fmt.Fprintf(os.Stderr, "node: -proxy=%q: want socklb, socklb-helm or kube-proxy\n", *proxy)
 		return 2
 	}
+	if *nodes < 1 || *nodes > 9 {
+		fmt.Fprintf(os.Stderr, "node: -nodes=%d: want 1..9\n", *nodes)
+		return 2
+	}
 	tools, reason := cluster.ToolsDir(root, node.NodeBinaries...)
 	if reason != "" {
 		fmt.Fprintln(os.Stderr, "node:", reason, "(make conformance builds them: tests/e2e/tools/build.sh --node)")
@@ -121,7 +131,7 @@ func parent() int {
 		return 1
 	}
 	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), AgnhostSource: filepath.Join(strings.TrimSpace(string(k8sDir)), "test", "images", "agnhost"),
-		BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns")}
+		BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns"), Regression74839: filepath.Join(tools, "regression-issue-74839")}
 	if bins.Socklb, err = testkit.BuildAgent(); err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1
@@ -149,7 +159,7 @@ func parent() int {
 	os.Setenv(toolsEnv, tools)
 	os.Setenv(dirEnv, dir)
 	os.Setenv(socklbEnv, bins.Socklb)
-	code, err := node.Enter()
+	code, err := node.Enter(dir, node.Specs(*nodes))
 	if os.Getenv("SOCKLB_NODE_KEEP") == "" {
 		os.RemoveAll(dir)
 	} else {
@@ -165,19 +175,26 @@ func parent() int {
 // isSocklb reports whether socklb is this node's proxy, however installed.
 func isSocklb() bool { return *proxy == "socklb" || *proxy == "socklb-helm" }
 
-// child runs inside the namespaces: the node, the proxy, the tests.
+// child runs inside the harness's namespaces: the cluster, the proxy,
+// the tests.
 func child(m *testing.M) int {
-	cg, err := node.Setup()
+	run, err := node.Setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node: setup:", err)
 		return 1
 	}
-	n, err = node.Start(os.Getenv(toolsEnv), os.Getenv(dirEnv), cg, strings.Split(os.Getenv(imagesEnv), ","))
+	start := time.Now()
+	n, err = node.Start(os.Getenv(toolsEnv), os.Getenv(dirEnv), run, node.Options{
+		Nodes:     *nodes,
+		Images:    strings.Split(os.Getenv(imagesEnv), ","),
+		KubeProxy: *proxy == "kube-proxy",
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "node: start: %v\n%s", err, n.LogTails(30))
 		return 1
 	}
 	defer n.Stop()
+	fmt.Printf("node: %d-node cluster up in %s\n", *nodes, time.Since(start).Round(time.Second))
 	switch *proxy {
 	case "socklb", "socklb-helm":
 		install := func() error { return n.InstallSocklb(root) }
@@ -190,13 +207,6 @@ func child(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "node: socklb: %v\n%s\n%s\n%s", err, out, logs, n.LogTails(30))
 			return 1
 		}
-	case "kube-proxy":
-		kp, err := n.StartKubeProxy()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "node: kube-proxy: %v\n%s", err, n.LogTails(30))
-			return 1
-		}
-		defer kp.Stop(10e9)
 	}
 	if err := n.InstallDNS(); err != nil {
 		fmt.Fprintf(os.Stderr, "node: cluster DNS: %v\n%s", err, n.LogTails(30))
