@@ -25,8 +25,12 @@ func TestConformance(t *testing.T) {
 	}
 	// What this report was made from, written by the run itself.
 	commit, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-	meta := fmt.Sprintf("proxy: %s\nsocklb commit: %s\nstarted: %s\nfocus: %s\nskip: %s\n",
-		*proxy, strings.TrimSpace(string(commit)), time.Now().UTC().Format(time.RFC3339), *focus, *skip)
+	// The tree the datapath was built from: the report's reader compares
+	// it with main's.
+	tree, _ := exec.Command("git", "-C", root, "rev-parse", "HEAD:pkg", "HEAD:bpf", "HEAD:cmd", "HEAD:deploy").Output()
+	meta := fmt.Sprintf("proxy: %s\nnodes: %d\nginkgo procs: %d\nsocklb commit: %s\ntrees (pkg bpf cmd deploy): %s\nstarted: %s\nfocus: %s\nskip: %s\n",
+		*proxy, len(n.Nodes), *procs, strings.TrimSpace(string(commit)), strings.Join(strings.Fields(string(tree)), " "),
+		time.Now().UTC().Format(time.RFC3339), *focus, *skip)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -40,5 +44,9 @@ func TestConformance(t *testing.T) {
 	f, _ := os.OpenFile(filepath.Join(dir, "run.txt"), os.O_APPEND|os.O_WRONLY, 0)
 	fmt.Fprintf(f, "duration: %s\n", time.Since(start).Round(time.Second))
 	f.Close()
+	// Last: the pair's promotion (tests/node/promote.sh) needs it.
+	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("JUnit report in %s", dir)
 }
