@@ -41,6 +41,8 @@ const (
 	dirEnv    = "SOCKLB_NODE_DIR"
 	helmEnv   = "SOCKLB_NODE_HELM"
 	socklbEnv = "SOCKLB_NODE_SOCKLB"
+	// labclient for the "outside" namespace (multinode_test.go).
+	labclientEnv = "SOCKLB_NODE_LABCLIENT"
 )
 
 // helmBin is the helm `make helm-tool` builds (tests/tools/helm), as
@@ -159,6 +161,7 @@ func parent() int {
 	os.Setenv(toolsEnv, tools)
 	os.Setenv(dirEnv, dir)
 	os.Setenv(socklbEnv, bins.Socklb)
+	os.Setenv(labclientEnv, bins.Labclient)
 	code, err := node.Enter(dir, node.Specs(*nodes))
 	if os.Getenv("SOCKLB_NODE_KEEP") == "" {
 		os.RemoveAll(dir)
