@@ -161,7 +161,7 @@ conformance-tools:
 NODE_PROXY ?= socklb-helm
 NODE_TESTS ?= TestPodToClusterIP|TestInspectInAgentPod|TestConnectedUDPMovedOffDeletedBackend|TestAgentPodRecreatedUnderLoad|TestKubectlPlugin|TestHelmUpgradeUnderLoad|TestRemoteOnlyEndpoint|TestInternalTrafficPolicyLocal|TestExternalTrafficPolicyLocal
 node-tests: conformance-tools helm-tool
-	$(GO) test -tags node -count=1 -v -timeout 1h ./tests/node/ -run '$(NODE_TESTS)' -args -proxy=$(NODE_PROXY)
+	$(GO) test -tags node -count=1 -v -timeout 1h ./tests/node/ -run '$(NODE_TESTS)' -args -proxy=$(NODE_PROXY) -nodes=$(NODES)
 
 conformance: conformance-tools
 	$(GO) test -tags node -count=1 -v -timeout $(CONFORMANCE_TIMEOUT) ./tests/node/ -run 'TestConformance' \

@@ -106,6 +106,10 @@ func parent() int {
 		fmt.Fprintf(os.Stderr, "node: -nodes=%d: want 1..9\n", *nodes)
 		return 2
 	}
+	if err := node.CleanStale(os.TempDir()); err != nil {
+		fmt.Fprintln(os.Stderr, "node: cleaning up after an earlier run:", err)
+		return 1
+	}
 	tools, reason := cluster.ToolsDir(root, node.NodeBinaries...)
 	if reason != "" {
 		fmt.Fprintln(os.Stderr, "node:", reason, "(make conformance builds them: tests/e2e/tools/build.sh --node)")

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -102,6 +105,17 @@ func Enter(dir string, nodes []NodeSpec) (int, error) {
 		return 1, fmt.Errorf("starting the node harness in new namespaces: %w", err)
 	}
 	// The child joins the cgroup itself (Setup), before it starts anything.
+	// An interrupt (^C to make) goes to the child, whose deferred stops
+	// run; this process waits for it and then cleans up, whatever it did.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			fmt.Fprintf(os.Stderr, "node: %v: stopping the run (pid %d)\n", s, cmd.Process.Pid)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}()
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), nil
@@ -140,6 +154,58 @@ func topCgroups() (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// runCgroupRe is the name Enter gives a run's cgroup: sl-run-<its pid>.
+var runCgroupRe = regexp.MustCompile(`^sl-run-([0-9]+)$`)
+
+// CleanStale removes what a run killed before its cleanup could run (its
+// parent SIGKILLed) left: a top-level cgroup sl-run-<pid> whose pid is no
+// longer this harness's (gone, or another program now), with every
+// process in it, and loop devices still backed by a node disk of a
+// socklb-node-* run directory in tmp. Only the harness makes such names.
+func CleanStale(tmp string) error {
+	all, _, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	stale := map[string]bool{}
+	for _, h := range all {
+		es, _ := os.ReadDir(h)
+		for _, e := range es {
+			m := runCgroupRe.FindStringSubmatch(e.Name())
+			if m == nil || !e.IsDir() {
+				continue
+			}
+			if exe, err := os.Readlink("/proc/" + m[1] + "/exe"); err == nil && strings.HasSuffix(exe, "node.test") {
+				continue // a run in progress
+			}
+			stale[e.Name()] = true
+		}
+	}
+	for name := range stale {
+		fmt.Fprintf(os.Stderr, "node: removing the stale run cgroup %s (its harness is gone)\n", name)
+		c := &Cgroups{Name: name}
+		for _, h := range all {
+			if _, err := os.Stat(filepath.Join(h, name)); err == nil {
+				c.Dirs = append(c.Dirs, filepath.Join(h, name))
+			}
+		}
+		if err := c.KillAll(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	imgs, _ := filepath.Glob(filepath.Join(tmp, "socklb-node-*", "sl-node-*.img"))
+	for _, img := range imgs {
+		if err := DetachLoops(img); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func nodeNames(nodes []NodeSpec) []string {
