@@ -23,25 +23,36 @@ const DefaultFocus = `\[sig-network\] .*\[Conformance\]` +
 	`|\[sig-network\] Networking Granular Checks: Services` +
 	`|\[sig-auth\] ServiceAccounts .*OIDC discovery`
 
-// ExcludeRule is one pattern of DefaultSkip and the reason it applies.
-type ExcludeRule struct{ Pattern, Reason string }
+// ExcludeRule is one pattern of the skip and the reason it applies. A rule
+// with Below applies only to a cluster of fewer nodes than that.
+type ExcludeRule struct {
+	Pattern, Reason string
+	Below           int
+}
 
 // ExcludeRules make DefaultSkip. Each is listed in CONFORMANCE.md.
 var ExcludeRules = []ExcludeRule{
-	{`\[Flaky\]`, "upstream marks the test flaky: it is not run in upstream's own conformance jobs either"},
-	{`IPv6|\[Feature:IPv6DualStack\]|[Dd]ual[- ]?[Ss]tack`, "the cluster is IPv4 single-stack (the kernel here has IPv6, but kubelet, the Service CIDR and the pod CIDRs are IPv4 only)"},
-	{`\[Feature:(Networking-IPv6|SCTPConnectivity|ServiceCIDRs|ProxyTerminatingEndpoints|NetworkPolicy)\]`, "the kernel has no SCTP (CONFIG_IP_SCTP unset) or the feature gate is off by default in v1.37"},
-	{`LoadBalancer|\[sig-network\] LoadBalancers|ESIPP`, "needs a cloud provider's load balancer: no LB controller runs here and none can be reached"},
+	{`\[Flaky\]`, "upstream marks the test flaky: it is not run in upstream's own conformance jobs either", 0},
+	{`IPv6|\[Feature:IPv6DualStack\]|[Dd]ual[- ]?[Ss]tack`, "the cluster is IPv4 single-stack (the kernel here has IPv6, but kubelet, the Service CIDR and the pod CIDRs are IPv4 only)", 0},
+	{`\[Feature:SCTPConnectivity\]`, "the kernel has no SCTP (CONFIG_IP_SCTP unset)", 0},
+	{`LoadBalancer|\[sig-network\] LoadBalancers|ESIPP`, "needs a cloud provider's load balancer: no LB controller runs here and none can be reached", 0},
+	{`Traffic Distribution should route traffic (correctly between pods on multiple nodes|to an endpoint on the same node or fall back to same zone)`,
+		"needs 3 zones of at least 2 nodes each: run with NODES=6 (the nodes' zones are zone-1..3 round robin)", 6},
 }
 
-// DefaultSkip is ExcludeRules' patterns, joined.
-var DefaultSkip = func() string {
+// Skip is the rules' patterns that apply to a cluster of nodes nodes.
+func Skip(nodes int) string {
 	var ps []string
 	for _, r := range ExcludeRules {
-		ps = append(ps, r.Pattern)
+		if r.Below == 0 || nodes < r.Below {
+			ps = append(ps, r.Pattern)
+		}
 	}
 	return strings.Join(ps, "|")
-}()
+}
+
+// Zone is node i's topology.kubernetes.io/zone: three zones, round robin.
+func Zone(i int) string { return fmt.Sprintf("zone-%d", (i-1)%3+1) }
 
 // RunE2E runs the tools' e2e.test against the cluster with focus and skip,
 // on procs ginkgo processes ([Serial] tests alone, at the end), its JUnit

@@ -78,6 +78,7 @@ func StartKubelet(cfg *NodeConfig, socket string) (*testkit.Proc, error) {
 		"--root-dir="+filepath.Join(cfg.Disk(), "kubelet"),
 		"--hostname-override="+cfg.Spec.Name,
 		"--node-ip="+cfg.Spec.IP,
+		"--node-labels=topology.kubernetes.io/zone="+Zone(cfg.Spec.Index),
 		"--v=2",
 	)
 	if err != nil {

@@ -26,7 +26,7 @@ var (
 	proxy     = flag.String("proxy", "socklb", "the Service proxy of the node: socklb (deploy/ through a kustomize overlay, as a DaemonSet), socklb-helm (charts/socklb, helm install; helm uninstall at the end) or kube-proxy (v1.37.2, iptables mode: the control)")
 	reportDir = flag.String("report-dir", "", "where TestConformance writes e2e.test's JUnit report (default: the run's directory)")
 	focus     = flag.String("focus", node.DefaultFocus, "e2e.test --ginkgo.focus")
-	skip      = flag.String("skip", node.DefaultSkip, "e2e.test --ginkgo.skip")
+	skip      = flag.String("skip", "", "e2e.test --ginkgo.skip (default: node.Skip for -nodes)")
 	nodes     = flag.Int("nodes", 3, "how many nodes (1..9): each its own network and mount namespace, containerd, kubelet and child cgroup")
 	procs     = flag.Int("procs", 4, "ginkgo processes for TestConformance ([Serial] tests run alone at the end); 1 runs e2e.test directly")
 
@@ -65,6 +65,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if *skip == "" {
+		*skip = node.Skip(*nodes)
+	}
 	var err error
 	if root, err = testkit.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)

@@ -317,10 +317,14 @@ func render(c, s *run) (string, int) {
 	}
 	b.WriteString("## Left out, and the rule that excludes it\n\n")
 	b.WriteString("The focus is every [sig-network] test that needs no cloud provider and no machine\n")
-	b.WriteString("outside this one:\n\n```\n" + node.DefaultFocus + "\n```\n\nThese skip patterns apply, each for its reason:\n\n")
-	b.WriteString("| pattern | why |\n|---|---|\n")
+	b.WriteString("outside this one:\n\n```\n" + node.DefaultFocus + "\n```\n\nThese skip patterns apply (each run's own skip is in its run.txt above), each for its reason:\n\n")
+	b.WriteString("| pattern | why | applies |\n|---|---|---|\n")
 	for _, r := range node.ExcludeRules {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", esc(r.Pattern), r.Reason)
+		applies := "always"
+		if r.Below > 0 {
+			applies = fmt.Sprintf("with fewer than %d nodes", r.Below)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", esc(r.Pattern), r.Reason, applies)
 	}
 	b.WriteString("\n## Every test\n\n")
 	b.WriteString(rows.String())
