@@ -184,11 +184,11 @@ func NodeMain() int {
 		_ = os.WriteFile(ready, []byte(err.Error()), 0o644)
 		return 1
 	}
-	if err := nodeMounts(&cfg, &unmount); err != nil {
-		return fail(err)
-	}
 	if err := os.WriteFile(filepath.Join(cfg.CgroupV2, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return fail(fmt.Errorf("joining %s: %w", cfg.CgroupV2, err))
+	}
+	if err := nodeMounts(&cfg, &unmount); err != nil {
+		return fail(err)
 	}
 	// The harness writes "go" once eth0 is in this namespace.
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
