@@ -3,7 +3,8 @@
 // `go build` needs no clang. `make generate` rebuilds them.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -type svc_key -type svc_value -type svc_flag -type svc_kind -type slot_key -type slot_value -type backend -type backend_stats -type svc_name -type affinity_key -type affinity_value -type member_key -type sock_state -type sock_entry Socklb c/socklb.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -type svc_key -type svc_value -type svc_flag -type svc_kind -type slot_key -type slot_value -type backend -type backend_stats -type svc_name -type affinity_key -type affinity_value -type member_key -type sock_state -type sock_entry -type svc_scope -type affinity_by -type node_addr_key -type node_addr_flag -type src_range_key -type flow_key -type flow_value -type flow_dir -type flow_flag -type nat_dev Socklb c/socklb.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -type test_ctx -type lb_req -type lb_verdict -no-global-types SocklbTest c/socklb_test.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type sock_target Sockterm c/sockterm.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type flow_spare Nodeport c/nodeport.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types Skcarry c/skcarry.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror

@@ -18,17 +18,23 @@ import (
 const (
 	SkcarryMapAffinity        = "affinity"
 	SkcarryMapBackends        = "backends"
+	SkcarryMapFlowEvents      = "flow_events"
+	SkcarryMapFlows           = "flows"
 	SkcarryMapMembers         = "members"
+	SkcarryMapNatDevs         = "nat_devs"
+	SkcarryMapNodeAddrs       = "node_addrs"
 	SkcarryMapServices        = "services"
 	SkcarryMapSkCarried       = "sk_carried"
 	SkcarryMapSkState         = "sk_state"
 	SkcarryMapSkStateFrom     = "sk_state_from"
 	SkcarryMapSlots           = "slots"
 	SkcarryMapSockEvents      = "sock_events"
+	SkcarryMapSrcRanges       = "src_ranges"
 	SkcarryMapStats           = "stats"
 	SkcarryMapSvcNames        = "svc_names"
 	SkcarryProgSocklbCarryTcp = "socklb_carry_tcp"
 	SkcarryProgSocklbCarryUdp = "socklb_carry_udp"
+	SkcarryVarFlowEventCount  = "flow_event_count"
 )
 
 // LoadSkcarry returns the embedded CollectionSpec for Skcarry.
@@ -83,13 +89,18 @@ type SkcarryProgramSpecs struct {
 type SkcarryMapSpecs struct {
 	Affinity    *ebpf.MapSpec `ebpf:"affinity"`
 	Backends    *ebpf.MapSpec `ebpf:"backends"`
+	FlowEvents  *ebpf.MapSpec `ebpf:"flow_events"`
+	Flows       *ebpf.MapSpec `ebpf:"flows"`
 	Members     *ebpf.MapSpec `ebpf:"members"`
+	NatDevs     *ebpf.MapSpec `ebpf:"nat_devs"`
+	NodeAddrs   *ebpf.MapSpec `ebpf:"node_addrs"`
 	Services    *ebpf.MapSpec `ebpf:"services"`
 	SkCarried   *ebpf.MapSpec `ebpf:"sk_carried"`
 	SkState     *ebpf.MapSpec `ebpf:"sk_state"`
 	SkStateFrom *ebpf.MapSpec `ebpf:"sk_state_from"`
 	Slots       *ebpf.MapSpec `ebpf:"slots"`
 	SockEvents  *ebpf.MapSpec `ebpf:"sock_events"`
+	SrcRanges   *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
 	SvcNames    *ebpf.MapSpec `ebpf:"svc_names"`
 }
@@ -98,6 +109,7 @@ type SkcarryMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkcarryVariableSpecs struct {
+	FlowEventCount *ebpf.VariableSpec `ebpf:"flow_event_count"`
 }
 
 // SkcarryObjects contains all objects after they have been loaded into the kernel.
@@ -122,13 +134,18 @@ func (o *SkcarryObjects) Close() error {
 type SkcarryMaps struct {
 	Affinity    *ebpf.Map `ebpf:"affinity"`
 	Backends    *ebpf.Map `ebpf:"backends"`
+	FlowEvents  *ebpf.Map `ebpf:"flow_events"`
+	Flows       *ebpf.Map `ebpf:"flows"`
 	Members     *ebpf.Map `ebpf:"members"`
+	NatDevs     *ebpf.Map `ebpf:"nat_devs"`
+	NodeAddrs   *ebpf.Map `ebpf:"node_addrs"`
 	Services    *ebpf.Map `ebpf:"services"`
 	SkCarried   *ebpf.Map `ebpf:"sk_carried"`
 	SkState     *ebpf.Map `ebpf:"sk_state"`
 	SkStateFrom *ebpf.Map `ebpf:"sk_state_from"`
 	Slots       *ebpf.Map `ebpf:"slots"`
 	SockEvents  *ebpf.Map `ebpf:"sock_events"`
+	SrcRanges   *ebpf.Map `ebpf:"src_ranges"`
 	Stats       *ebpf.Map `ebpf:"stats"`
 	SvcNames    *ebpf.Map `ebpf:"svc_names"`
 }
@@ -137,13 +154,18 @@ func (m *SkcarryMaps) Close() error {
 	return _SkcarryClose(
 		m.Affinity,
 		m.Backends,
+		m.FlowEvents,
+		m.Flows,
 		m.Members,
+		m.NatDevs,
+		m.NodeAddrs,
 		m.Services,
 		m.SkCarried,
 		m.SkState,
 		m.SkStateFrom,
 		m.Slots,
 		m.SockEvents,
+		m.SrcRanges,
 		m.Stats,
 		m.SvcNames,
 	)
@@ -153,6 +175,7 @@ func (m *SkcarryMaps) Close() error {
 //
 // It can be passed to LoadSkcarryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkcarryVariables struct {
+	FlowEventCount *ebpf.Variable `ebpf:"flow_event_count"`
 }
 
 // SkcarryPrograms contains all programs after they have been loaded into the kernel.

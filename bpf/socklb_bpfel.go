@@ -13,11 +13,18 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SocklbAffinityBy uint32
+
+const (
+	SocklbAffinityByAFFINITY_BY_NETNS SocklbAffinityBy = 0
+	SocklbAffinityByAFFINITY_BY_ADDR  SocklbAffinityBy = 1
+)
+
 type SocklbAffinityKey struct {
 	_          structs.HostLayout
-	Client     uint64
+	Client     [16]uint8
 	AffinityId uint32
-	Pad        uint32
+	By         SocklbAffinityBy
 }
 
 type SocklbAffinityValue struct {
@@ -44,12 +51,83 @@ type SocklbBackendStats struct {
 	Datagrams uint64
 }
 
+type SocklbFlowDir uint8
+
+const (
+	SocklbFlowDirFLOW_ORIG  SocklbFlowDir = 0
+	SocklbFlowDirFLOW_REPLY SocklbFlowDir = 1
+)
+
+type SocklbFlowEvent uint32
+
+const (
+	SocklbFlowEventFLOW_EV_NEW         SocklbFlowEvent = 0
+	SocklbFlowEventFLOW_EV_FULL        SocklbFlowEvent = 1
+	SocklbFlowEventFLOW_EV_NO_PORT     SocklbFlowEvent = 2
+	SocklbFlowEventFLOW_EV_NO_ENDPOINT SocklbFlowEvent = 3
+	SocklbFlowEventFLOW_EV_POLICY_DROP SocklbFlowEvent = 4
+	SocklbFlowEventFLOW_EV_SRC_RANGE   SocklbFlowEvent = 5
+	SocklbFlowEventFLOW_EV_NO_ROUTE    SocklbFlowEvent = 6
+	SocklbFlowEventFLOW_EV_MAX         SocklbFlowEvent = 7
+)
+
+type SocklbFlowFlag uint8
+
+const (
+	SocklbFlowFlagFLOW_F_SNAT    SocklbFlowFlag = 1
+	SocklbFlowFlagFLOW_F_REPLIED SocklbFlowFlag = 2
+	SocklbFlowFlagFLOW_F_CLOSING SocklbFlowFlag = 4
+)
+
+type SocklbFlowKey struct {
+	_     structs.HostLayout
+	Saddr [16]uint8
+	Daddr [16]uint8
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type SocklbFlowValue struct {
+	_         structs.HostLayout
+	Addr      [16]uint8
+	NatAddr   [16]uint8
+	Port      uint16
+	NatPort   uint16
+	BackendId uint32
+	SvcId     uint32
+	Ifindex   uint32
+	Created   uint64
+	LastSeen  uint64
+	Dir       SocklbFlowDir
+	Flags     SocklbFlowFlag
+	Pad       [6]uint8
+}
+
 type SocklbMemberKey struct {
 	_     structs.HostLayout
 	SvcId uint32
 	Port  uint16
 	Pad   uint16
 	Addr  [16]uint8
+}
+
+type SocklbNatDev struct {
+	_     structs.HostLayout
+	Addr4 [16]uint8
+	Addr6 [16]uint8
+}
+
+type SocklbNodeAddrFlag uint32
+
+const (
+	SocklbNodeAddrFlagNODE_ADDR_REMOTE SocklbNodeAddrFlag = 1
+)
+
+type SocklbNodeAddrKey struct {
+	_    structs.HostLayout
+	Addr [16]uint8
 }
 
 type SocklbSlotKey struct {
@@ -82,11 +160,19 @@ type SocklbSockState struct {
 	Pad  uint32
 }
 
+type SocklbSrcRangeKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	SvcId     uint32
+	Addr      [16]uint8
+}
+
 type SocklbSvcFlag uint16
 
 const (
 	SocklbSvcFlagSVC_F_POLICY_DROP SocklbSvcFlag = 1
 	SocklbSvcFlagSVC_F_LOCAL       SocklbSvcFlag = 2
+	SocklbSvcFlagSVC_F_SRC_RANGES  SocklbSvcFlag = 4
 )
 
 type SocklbSvcKey struct {
@@ -94,7 +180,7 @@ type SocklbSvcKey struct {
 	Addr  [16]uint8
 	Port  uint16
 	Proto uint8
-	Pad   uint8
+	Scope SocklbSvcScope
 }
 
 type SocklbSvcKind uint8
@@ -110,6 +196,13 @@ type SocklbSvcName struct {
 	_    structs.HostLayout
 	Name [128]int8
 }
+
+type SocklbSvcScope uint8
+
+const (
+	SocklbSvcScopeSVC_SCOPE_ANY      SocklbSvcScope = 0
+	SocklbSvcScopeSVC_SCOPE_EXTERNAL SocklbSvcScope = 1
+)
 
 type SocklbSvcValue struct {
 	_               structs.HostLayout
@@ -129,11 +222,16 @@ type SocklbSvcValue struct {
 const (
 	SocklbMapAffinity            = "affinity"
 	SocklbMapBackends            = "backends"
+	SocklbMapFlowEvents          = "flow_events"
+	SocklbMapFlows               = "flows"
 	SocklbMapMembers             = "members"
+	SocklbMapNatDevs             = "nat_devs"
+	SocklbMapNodeAddrs           = "node_addrs"
 	SocklbMapServices            = "services"
 	SocklbMapSkState             = "sk_state"
 	SocklbMapSlots               = "slots"
 	SocklbMapSockEvents          = "sock_events"
+	SocklbMapSrcRanges           = "src_ranges"
 	SocklbMapStats               = "stats"
 	SocklbMapSvcNames            = "svc_names"
 	SocklbProgSocklbConnect4     = "socklb_connect4"
@@ -144,6 +242,7 @@ const (
 	SocklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
 	SocklbProgSocklbSendmsg4     = "socklb_sendmsg4"
 	SocklbProgSocklbSendmsg6     = "socklb_sendmsg6"
+	SocklbVarFlowEventCount      = "flow_event_count"
 	SocklbVarHaveSetRetval       = "have_set_retval"
 	SocklbVarHostNetnsCookie     = "host_netns_cookie"
 	SocklbVarHostnsOnly          = "hostns_only"
@@ -207,11 +306,16 @@ type SocklbProgramSpecs struct {
 type SocklbMapSpecs struct {
 	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
 	Backends   *ebpf.MapSpec `ebpf:"backends"`
+	FlowEvents *ebpf.MapSpec `ebpf:"flow_events"`
+	Flows      *ebpf.MapSpec `ebpf:"flows"`
 	Members    *ebpf.MapSpec `ebpf:"members"`
+	NatDevs    *ebpf.MapSpec `ebpf:"nat_devs"`
+	NodeAddrs  *ebpf.MapSpec `ebpf:"node_addrs"`
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
 	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
+	SrcRanges  *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 	SvcNames   *ebpf.MapSpec `ebpf:"svc_names"`
 }
@@ -220,6 +324,7 @@ type SocklbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbVariableSpecs struct {
+	FlowEventCount  *ebpf.VariableSpec `ebpf:"flow_event_count"`
 	HaveSetRetval   *ebpf.VariableSpec `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
@@ -247,11 +352,16 @@ func (o *SocklbObjects) Close() error {
 type SocklbMaps struct {
 	Affinity   *ebpf.Map `ebpf:"affinity"`
 	Backends   *ebpf.Map `ebpf:"backends"`
+	FlowEvents *ebpf.Map `ebpf:"flow_events"`
+	Flows      *ebpf.Map `ebpf:"flows"`
 	Members    *ebpf.Map `ebpf:"members"`
+	NatDevs    *ebpf.Map `ebpf:"nat_devs"`
+	NodeAddrs  *ebpf.Map `ebpf:"node_addrs"`
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
 	SockEvents *ebpf.Map `ebpf:"sock_events"`
+	SrcRanges  *ebpf.Map `ebpf:"src_ranges"`
 	Stats      *ebpf.Map `ebpf:"stats"`
 	SvcNames   *ebpf.Map `ebpf:"svc_names"`
 }
@@ -260,11 +370,16 @@ func (m *SocklbMaps) Close() error {
 	return _SocklbClose(
 		m.Affinity,
 		m.Backends,
+		m.FlowEvents,
+		m.Flows,
 		m.Members,
+		m.NatDevs,
+		m.NodeAddrs,
 		m.Services,
 		m.SkState,
 		m.Slots,
 		m.SockEvents,
+		m.SrcRanges,
 		m.Stats,
 		m.SvcNames,
 	)
@@ -274,6 +389,7 @@ func (m *SocklbMaps) Close() error {
 //
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbVariables struct {
+	FlowEventCount  *ebpf.Variable `ebpf:"flow_event_count"`
 	HaveSetRetval   *ebpf.Variable `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`

@@ -18,10 +18,11 @@ type SocklbTestLbReq struct {
 	Addr      [16]uint8
 	Port      uint16
 	Proto     uint8
-	Pad       uint8
+	Flags     uint8
 	BackendId uint32
 	Cookie    uint64
 	Client    uint64
+	Src       [16]uint8
 }
 
 type SocklbTestLbVerdict uint32
@@ -46,11 +47,16 @@ type SocklbTestTestCtx struct {
 const (
 	SocklbTestMapAffinity               = "affinity"
 	SocklbTestMapBackends               = "backends"
+	SocklbTestMapFlowEvents             = "flow_events"
+	SocklbTestMapFlows                  = "flows"
 	SocklbTestMapMembers                = "members"
+	SocklbTestMapNatDevs                = "nat_devs"
+	SocklbTestMapNodeAddrs              = "node_addrs"
 	SocklbTestMapServices               = "services"
 	SocklbTestMapSkState                = "sk_state"
 	SocklbTestMapSlots                  = "slots"
 	SocklbTestMapSockEvents             = "sock_events"
+	SocklbTestMapSrcRanges              = "src_ranges"
 	SocklbTestMapStats                  = "stats"
 	SocklbTestMapSvcNames               = "svc_names"
 	SocklbTestMapTestSocks              = "test_socks"
@@ -59,6 +65,7 @@ const (
 	SocklbTestProgTestSkipNetns         = "test_skip_netns"
 	SocklbTestProgTestTranslateConnect  = "test_translate_connect"
 	SocklbTestProgTestTranslateDatagram = "test_translate_datagram"
+	SocklbTestVarFlowEventCount         = "flow_event_count"
 	SocklbTestVarHostNetnsCookie        = "host_netns_cookie"
 	SocklbTestVarHostnsOnly             = "hostns_only"
 )
@@ -117,11 +124,16 @@ type SocklbTestProgramSpecs struct {
 type SocklbTestMapSpecs struct {
 	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
 	Backends   *ebpf.MapSpec `ebpf:"backends"`
+	FlowEvents *ebpf.MapSpec `ebpf:"flow_events"`
+	Flows      *ebpf.MapSpec `ebpf:"flows"`
 	Members    *ebpf.MapSpec `ebpf:"members"`
+	NatDevs    *ebpf.MapSpec `ebpf:"nat_devs"`
+	NodeAddrs  *ebpf.MapSpec `ebpf:"node_addrs"`
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
 	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
+	SrcRanges  *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 	SvcNames   *ebpf.MapSpec `ebpf:"svc_names"`
 	TestSocks  *ebpf.MapSpec `ebpf:"test_socks"`
@@ -132,6 +144,7 @@ type SocklbTestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbTestVariableSpecs struct {
+	FlowEventCount  *ebpf.VariableSpec `ebpf:"flow_event_count"`
 	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
 }
@@ -158,11 +171,16 @@ func (o *SocklbTestObjects) Close() error {
 type SocklbTestMaps struct {
 	Affinity   *ebpf.Map `ebpf:"affinity"`
 	Backends   *ebpf.Map `ebpf:"backends"`
+	FlowEvents *ebpf.Map `ebpf:"flow_events"`
+	Flows      *ebpf.Map `ebpf:"flows"`
 	Members    *ebpf.Map `ebpf:"members"`
+	NatDevs    *ebpf.Map `ebpf:"nat_devs"`
+	NodeAddrs  *ebpf.Map `ebpf:"node_addrs"`
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
 	SockEvents *ebpf.Map `ebpf:"sock_events"`
+	SrcRanges  *ebpf.Map `ebpf:"src_ranges"`
 	Stats      *ebpf.Map `ebpf:"stats"`
 	SvcNames   *ebpf.Map `ebpf:"svc_names"`
 	TestSocks  *ebpf.Map `ebpf:"test_socks"`
@@ -173,11 +191,16 @@ func (m *SocklbTestMaps) Close() error {
 	return _SocklbTestClose(
 		m.Affinity,
 		m.Backends,
+		m.FlowEvents,
+		m.Flows,
 		m.Members,
+		m.NatDevs,
+		m.NodeAddrs,
 		m.Services,
 		m.SkState,
 		m.Slots,
 		m.SockEvents,
+		m.SrcRanges,
 		m.Stats,
 		m.SvcNames,
 		m.TestSocks,
@@ -189,6 +212,7 @@ func (m *SocklbTestMaps) Close() error {
 //
 // It can be passed to LoadSocklbTestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbTestVariables struct {
+	FlowEventCount  *ebpf.Variable `ebpf:"flow_event_count"`
 	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`
 }

@@ -27,17 +27,23 @@ type SocktermSockTarget struct {
 const (
 	SocktermMapAffinity          = "affinity"
 	SocktermMapBackends          = "backends"
+	SocktermMapFlowEvents        = "flow_events"
+	SocktermMapFlows             = "flows"
 	SocktermMapMembers           = "members"
+	SocktermMapNatDevs           = "nat_devs"
+	SocktermMapNodeAddrs         = "node_addrs"
 	SocktermMapServices          = "services"
 	SocktermMapSkState           = "sk_state"
 	SocktermMapSlots             = "slots"
 	SocktermMapSockDestroyed     = "sock_destroyed"
 	SocktermMapSockEvents        = "sock_events"
 	SocktermMapSockTargets       = "sock_targets"
+	SocktermMapSrcRanges         = "src_ranges"
 	SocktermMapStats             = "stats"
 	SocktermMapSvcNames          = "svc_names"
 	SocktermProgSocklbDestroyTcp = "socklb_destroy_tcp"
 	SocktermProgSocklbDestroyUdp = "socklb_destroy_udp"
+	SocktermVarFlowEventCount    = "flow_event_count"
 )
 
 // LoadSockterm returns the embedded CollectionSpec for Sockterm.
@@ -92,13 +98,18 @@ type SocktermProgramSpecs struct {
 type SocktermMapSpecs struct {
 	Affinity      *ebpf.MapSpec `ebpf:"affinity"`
 	Backends      *ebpf.MapSpec `ebpf:"backends"`
+	FlowEvents    *ebpf.MapSpec `ebpf:"flow_events"`
+	Flows         *ebpf.MapSpec `ebpf:"flows"`
 	Members       *ebpf.MapSpec `ebpf:"members"`
+	NatDevs       *ebpf.MapSpec `ebpf:"nat_devs"`
+	NodeAddrs     *ebpf.MapSpec `ebpf:"node_addrs"`
 	Services      *ebpf.MapSpec `ebpf:"services"`
 	SkState       *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots         *ebpf.MapSpec `ebpf:"slots"`
 	SockDestroyed *ebpf.MapSpec `ebpf:"sock_destroyed"`
 	SockEvents    *ebpf.MapSpec `ebpf:"sock_events"`
 	SockTargets   *ebpf.MapSpec `ebpf:"sock_targets"`
+	SrcRanges     *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	SvcNames      *ebpf.MapSpec `ebpf:"svc_names"`
 }
@@ -107,6 +118,7 @@ type SocktermMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocktermVariableSpecs struct {
+	FlowEventCount *ebpf.VariableSpec `ebpf:"flow_event_count"`
 }
 
 // SocktermObjects contains all objects after they have been loaded into the kernel.
@@ -131,13 +143,18 @@ func (o *SocktermObjects) Close() error {
 type SocktermMaps struct {
 	Affinity      *ebpf.Map `ebpf:"affinity"`
 	Backends      *ebpf.Map `ebpf:"backends"`
+	FlowEvents    *ebpf.Map `ebpf:"flow_events"`
+	Flows         *ebpf.Map `ebpf:"flows"`
 	Members       *ebpf.Map `ebpf:"members"`
+	NatDevs       *ebpf.Map `ebpf:"nat_devs"`
+	NodeAddrs     *ebpf.Map `ebpf:"node_addrs"`
 	Services      *ebpf.Map `ebpf:"services"`
 	SkState       *ebpf.Map `ebpf:"sk_state"`
 	Slots         *ebpf.Map `ebpf:"slots"`
 	SockDestroyed *ebpf.Map `ebpf:"sock_destroyed"`
 	SockEvents    *ebpf.Map `ebpf:"sock_events"`
 	SockTargets   *ebpf.Map `ebpf:"sock_targets"`
+	SrcRanges     *ebpf.Map `ebpf:"src_ranges"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	SvcNames      *ebpf.Map `ebpf:"svc_names"`
 }
@@ -146,13 +163,18 @@ func (m *SocktermMaps) Close() error {
 	return _SocktermClose(
 		m.Affinity,
 		m.Backends,
+		m.FlowEvents,
+		m.Flows,
 		m.Members,
+		m.NatDevs,
+		m.NodeAddrs,
 		m.Services,
 		m.SkState,
 		m.Slots,
 		m.SockDestroyed,
 		m.SockEvents,
 		m.SockTargets,
+		m.SrcRanges,
 		m.Stats,
 		m.SvcNames,
 	)
@@ -162,6 +184,7 @@ func (m *SocktermMaps) Close() error {
 //
 // It can be passed to LoadSocktermObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocktermVariables struct {
+	FlowEventCount *ebpf.Variable `ebpf:"flow_event_count"`
 }
 
 // SocktermPrograms contains all programs after they have been loaded into the kernel.

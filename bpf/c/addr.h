@@ -35,4 +35,13 @@ static __always_inline int addr_eq(const __u8 a[16], const __u8 b[16])
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
 }
 
+/* addr_is_unset reports an address never written: all zero, or the
+ * v4-mapped 0.0.0.0. */
+static __always_inline int addr_is_unset(const __u8 a[16])
+{
+	const __u32 *w = (const __u32 *)a;
+
+	return w[3] == 0 && w[0] == 0 && w[1] == 0 && (w[2] == 0 || w[2] == bpf_htonl(0x0000ffff));
+}
+
 #endif

@@ -29,14 +29,18 @@ enum lb_count {
 	LB_COUNT_DATAGRAM = 1,
 };
 
+/* lb_req.flags */
+#define LB_REQ_BY_ADDR 0x1 /* the client is src (a packet), not the socket's netns */
+
 struct lb_req {
 	__u8 addr[16]; /* in: destination; out: backend when LB_XLATED */
 	__be16 port;
 	__u8 proto;
-	__u8 pad;
+	__u8 flags;	  /* LB_REQ_* */
 	__u32 backend_id; /* out */
 	__u64 cookie;	  /* test runs only: which test socket's state (hooks use the socket's storage) */
 	__u64 client;	  /* netns cookie: the client for sessionAffinity; 0 until lb_client asks */
+	__u8 src[16];	  /* the source address, with LB_REQ_BY_ADDR */
 };
 
 /* What lb.h needs from the socket it translates for, defined by the file
@@ -121,6 +125,43 @@ static __always_inline int lb_service(const struct svc_key *key, struct svc_valu
 	return 1;
 }
 
+/* lb_remote_node reports whether addr is another node's address that
+ * NodePorts answer on. */
+static __always_inline int lb_remote_node(const __u8 addr[16])
+{
+	struct node_addr_key k;
+	enum node_addr_flag *f;
+
+	__builtin_memcpy(k.addr, addr, sizeof(k.addr));
+	f = bpf_map_lookup_elem(&node_addrs, &k);
+	return f && (*f & NODE_ADDR_REMOTE);
+}
+
+/* lb_frontend finds the frontend of key, copied to sv. Another node's
+ * address has no frontends of its own: its NodePorts are the frontends at
+ * the unspecified address of the family, and key is turned into that one,
+ * so the retries and lb_same_service look up the same entry. A socket thus
+ * reaches another node's NodePort without crossing to that node, as
+ * Cilium's socket LB does. */
+static __always_inline int lb_frontend(struct svc_key *key, struct svc_value *sv)
+{
+	__u32 *w = (__u32 *)key->addr;
+
+	/* The wildcard entries are reached only this way: a connect to the
+	 * unspecified address itself means this host (or a pod's own
+	 * loopback), never another node. */
+	if (addr_is_unset(key->addr))
+		return 0;
+	if (lb_service(key, sv))
+		return 1;
+	if (!lb_remote_node(key->addr))
+		return 0;
+	w[3] = 0;
+	if (!addr_is_v4(key->addr))
+		w[0] = w[1] = w[2] = 0;
+	return lb_service(key, sv) && sv->kind == SVC_KIND_NODE_PORT;
+}
+
 /* lb_same_service re-reads the entry after the slot and backend were read:
  * a copy taken from an element recycled for another frontend has that
  * frontend's svc id, which ids being unique per frontend tells apart. */
@@ -181,20 +222,35 @@ static __always_inline __u32 lb_member(const struct svc_value *sv, const __u8 ad
 	return id;
 }
 
+/* lb_client_netns makes the affinity key of a socket's client, its
+ * network namespace; lb_client_addr that of a packet's source address. */
+static __always_inline void lb_client_netns(struct affinity_key *ak, __u64 netns_cookie)
+{
+	__builtin_memset(ak, 0, sizeof(*ak));
+	__builtin_memcpy(ak->client, &netns_cookie, sizeof(netns_cookie));
+	ak->by = AFFINITY_BY_NETNS;
+}
+
+static __always_inline void lb_client_addr(struct affinity_key *ak, const __u8 addr[16])
+{
+	__builtin_memset(ak, 0, sizeof(*ak));
+	__builtin_memcpy(ak->client, addr, sizeof(ak->client));
+	ak->by = AFFINITY_BY_ADDR;
+}
+
 /* lb_sticky returns the backend id of the client's endpoint for this
  * Service port while its affinity is fresh and the endpoint is a backend of
  * this frontend (copied to be), else 0. The entry may have been made through
  * another frontend of the port whose backends differ (externalTrafficPolicy
  * Local): then this frontend picks anew and the entry follows. */
-static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client, __u64 now, struct backend *be)
+static __always_inline __u32 lb_sticky(const struct svc_value *svc, struct affinity_key *ak, __u64 now,
+				       struct backend *be)
 {
-	struct affinity_key ak = {};
 	struct affinity_value *av, a;
 	__u32 id;
 
-	ak.client = client;
-	ak.affinity_id = svc->affinity_id;
-	av = bpf_map_lookup_elem(&affinity, &ak);
+	ak->affinity_id = svc->affinity_id;
+	av = bpf_map_lookup_elem(&affinity, ak);
 	if (!av)
 		return 0;
 	a = *av;
@@ -208,17 +264,16 @@ static __always_inline __u32 lb_sticky(const struct svc_value *svc, __u64 client
 	return id;
 }
 
-static __always_inline void lb_stick(__u32 affinity_id, __u64 client, const struct backend *be, __u64 now)
+static __always_inline void lb_stick(const struct svc_value *svc, struct affinity_key *ak, const struct backend *be,
+				     __u64 now)
 {
-	struct affinity_key ak = {};
 	struct affinity_value av = {};
 
-	ak.client = client;
-	ak.affinity_id = affinity_id;
+	ak->affinity_id = svc->affinity_id;
 	av.last_used = now;
 	__builtin_memcpy(av.addr, be->addr, sizeof(av.addr));
 	av.port = be->port;
-	bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
+	bpf_map_update_elem(&affinity, ak, &av, BPF_ANY);
 }
 
 static __always_inline void lb_event(__u32 ev)
@@ -288,6 +343,74 @@ static __always_inline __u32 lb_pick(__u32 count)
 	return (__u32)(((__u64)bpf_get_prandom_u32() * count) >> 32);
 }
 
+/* lb_affinity_client makes the affinity key of req's client: its source
+ * address for a packet from another machine, its network namespace for a
+ * socket (fetched only now, when a Service with affinity asks for it). */
+static __always_inline void lb_affinity_client(struct affinity_key *ak, void *h, struct lb_req *req)
+{
+	if (req->flags & LB_REQ_BY_ADDR)
+		lb_client_addr(ak, req->src);
+	else
+		lb_client_netns(ak, lb_client(h, req));
+}
+
+/* What lb_choose picked. */
+struct lb_choice {
+	struct backend be;
+	__u32 id;
+	__u8 from_sock; /* the backend the socket already sends this Service port to */
+	__u8 kept;	/* ... or the client's sessionAffinity endpoint */
+	__u16 pad;
+	__u64 now;	/* when affinity was read, 0 if it was not */
+	struct affinity_key ak;
+};
+
+/* lb_choose picks a backend of the frontend key (found as sv) for req: the
+ * one st (the socket's state, NULL for packets) keeps for this Service port,
+ * else the client's sessionAffinity endpoint, else a random slot. A reader
+ * that loses a race with a generation flip re-reads the service entry. The
+ * policy is the one for sockets and packets alike; only who the client is
+ * differs (lb_affinity_client). */
+static __always_inline int lb_choose(const struct svc_key *key, struct svc_value *sv, struct lb_req *req, void *h,
+				     const struct sock_state *st, struct lb_choice *c)
+{
+	__u32 id;
+	int i;
+
+	for (i = 0; i < LB_MAX_TRIES; i++) {
+		if (i > 0 && !lb_service(key, sv))
+			return LB_PASS;
+		if (sv->count == 0)
+			return (sv->flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
+		id = 0;
+		if (st)
+			id = lb_sock_backend(st, sv, &c->be);
+		c->from_sock = id != 0;
+		if (!id && sv->affinity_timeout) {
+			c->now = bpf_ktime_get_ns();
+			lb_affinity_client(&c->ak, h, req);
+			id = lb_sticky(sv, &c->ak, c->now, &c->be);
+		}
+		c->kept = id != 0;
+		if (!id) {
+			id = lb_slot(sv, lb_pick(sv->count));
+			if (!id || !lb_backend(id, &c->be))
+				continue;
+		}
+		if (!lb_same_service(key, sv))
+			continue;
+		c->id = id;
+		/* A new choice under sessionAffinity is the client's from now
+		 * on (lb_sticky above made c->ak and c->now). */
+		if (sv->affinity_timeout && !c->kept)
+			lb_stick(sv, &c->ak, &c->be, c->now);
+		return LB_XLATED;
+	}
+	/* Only a writer flipping generations on every try gets here; refusing
+	 * is honest (the service exists) and the client may retry. */
+	return LB_REFUSE;
+}
+
 /* lb_translate picks a backend for req, the socket being h (see
  * lb_sock_state_peek). An unconnected UDP socket keeps one backend per
  * Service port while that backend stays in the Service, as one conntrack
@@ -298,64 +421,36 @@ static __always_inline __u32 lb_pick(__u32 count)
 static __always_inline int lb_translate(struct lb_req *req, void *h, enum lb_count what)
 {
 	struct sock_state *st = NULL;
+	struct lb_choice c = {};
 	struct svc_key key = {};
 	struct svc_value sv = {};
-	struct backend be = {};
-	__u32 id = 0, kept = 0, from_sock = 0;
-	__u64 now = 0;
-	int i, found = 0;
+	int v;
 
 	__builtin_memcpy(key.addr, req->addr, sizeof(key.addr));
 	key.port = req->port;
 	key.proto = req->proto;
 	if (!lb_local_key(&key, h, req))
 		return LB_PASS;
+	if (!lb_frontend(&key, &sv))
+		return LB_PASS;
 	/* Only a datagram reuses the backend its socket kept; a connect
 	 * starts afresh and needs the state only to record into. */
 	if (what == LB_COUNT_DATAGRAM)
 		st = lb_sock_state_peek(h, req);
-
-	for (i = 0; i < LB_MAX_TRIES; i++) {
-		if (!lb_service(&key, &sv))
-			return LB_PASS;
-		if (sv.count == 0)
-			return (sv.flags & SVC_F_POLICY_DROP) ? LB_UNREACH : LB_REFUSE;
-		id = 0;
-		if (st && what == LB_COUNT_DATAGRAM)
-			id = lb_sock_backend(st, &sv, &be);
-		from_sock = id;
-		if (!id && sv.affinity_timeout) {
-			now = bpf_ktime_get_ns();
-			id = lb_sticky(&sv, lb_client(h, req), now, &be);
-		}
-		kept = id;
-		if (!id) {
-			id = lb_slot(&sv, lb_pick(sv.count));
-			if (!id || !lb_backend(id, &be))
-				continue;
-		}
-		if (!lb_same_service(&key, &sv))
-			continue;
-		found = 1;
-		break;
-	}
-	/* Only a writer flipping generations on every try gets here; refusing
-	 * is honest (the service exists) and the client may retry. */
-	if (!found)
-		return LB_REFUSE;
-	if (sv.affinity_timeout && !kept)
-		lb_stick(sv.affinity_id, lb_client(h, req), &be, now);
-	if (!from_sock) {
+	v = lb_choose(&key, &sv, req, h, st, &c);
+	if (v != LB_XLATED)
+		return v;
+	if (!c.from_sock) {
 		if (!st)
 			st = lb_sock_state_make(h, req);
 		if (st)
-			lb_sock_record(st, &sv, &be, req);
+			lb_sock_record(st, &sv, &c.be, req);
 	}
 
-	__builtin_memcpy(req->addr, be.addr, sizeof(req->addr));
-	req->port = be.port;
-	req->backend_id = id;
-	lb_count(id, what);
+	__builtin_memcpy(req->addr, c.be.addr, sizeof(req->addr));
+	req->port = c.be.port;
+	req->backend_id = c.id;
+	lb_count(c.id, what);
 	return LB_XLATED;
 }
 

@@ -18,13 +18,27 @@
 #define SOCKLB_MAX_SERVICES 262144
 #define SOCKLB_MAX_BACKENDS 1048576
 #define SOCKLB_MAX_AFFINITY 65536
+#define SOCKLB_MAX_FLOWS 262144
 
-/* KUBE-SERVICES: which frontends exist. */
+/* svc_key.scope: who a frontend serves. Cilium's two lookup scopes: a
+ * Service with externalTrafficPolicy Local answers packets from other
+ * machines with this node's endpoints only (SVC_SCOPE_EXTERNAL), while
+ * sockets on the node keep every endpoint (SVC_SCOPE_ANY), kube-proxy's
+ * short-circuit for traffic that starts on the node. */
+enum svc_scope : __u8 {
+	SVC_SCOPE_ANY = 0,	/* sockets on the node; packets too, unless an EXTERNAL entry exists */
+	SVC_SCOPE_EXTERNAL = 1, /* packets from other machines only */
+};
+
+/* KUBE-SERVICES: which frontends exist. A NodePort of another node's
+ * address is the frontend at the unspecified address of its family
+ * (::ffff:0.0.0.0 or ::), found once node_addrs says the address is
+ * another node's. */
 struct svc_key {
 	__u8 addr[16];
 	__be16 port;
 	__u8 proto; /* IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP */
-	__u8 pad;
+	enum svc_scope scope;
 };
 
 /* Enums with a fixed underlying type (a clang extension in C) keep the
@@ -35,6 +49,7 @@ struct svc_key {
 enum svc_flag : __u16 {
 	SVC_F_POLICY_DROP = 0x1, /* endpoints exist, the traffic policy allows none here */
 	SVC_F_LOCAL = 0x2,	 /* internalTrafficPolicy Local (informational) */
+	SVC_F_SRC_RANGES = 0x4,	 /* loadBalancerSourceRanges: src_ranges lists who may connect */
 };
 
 /* svc_value.kind: why the frontend exists. */
@@ -117,13 +132,20 @@ struct svc_name {
 	char name[128]; /* namespace/name:port */
 };
 
+/* affinity_key.by: what identifies the client. */
+enum affinity_by : __u32 {
+	AFFINITY_BY_NETNS = 0, /* a socket on the node: its netns cookie, in the first 8 bytes */
+	AFFINITY_BY_ADDR = 1,  /* a packet from another machine: its source address */
+};
+
 /* sessionAffinity: ClientIP. At the socket layer the client is a network
  * namespace (a pod), identified by its netns cookie, as Cilium does: the
- * source IP is not chosen yet at connect() time. */
+ * source IP is not chosen yet at connect() time. A packet from another
+ * machine is its source address, as kube-proxy's `recent --rsource`. */
 struct affinity_key {
-	__u64 client; /* netns cookie */
+	__u8 client[16];
 	__u32 affinity_id; /* svc_value.affinity_id: the Service port */
-	__u32 pad;
+	enum affinity_by by;
 };
 
 /* The endpoint, not a backend id: ids are per frontend and reused, so an
@@ -233,5 +255,43 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } sock_events SEC(".maps");
+
+/* node_addrs: addresses of the cluster's nodes that NodePorts answer on,
+ * other than this node's own (those have frontends of their own). A
+ * socket dialling one at a NodePort is translated here, as Cilium does,
+ * instead of crossing to that node. */
+enum node_addr_flag : __u32 {
+	NODE_ADDR_REMOTE = 0x1,
+};
+
+struct node_addr_key {
+	__u8 addr[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, struct node_addr_key);
+	__type(value, enum node_addr_flag);
+} node_addrs SEC(".maps");
+
+/* loadBalancerSourceRanges of the frontends flagged SVC_F_SRC_RANGES: an
+ * entry {svc_id, prefix} admits that prefix (kube-proxy's KUBE-FW rules). */
+struct src_range_key {
+	__u32 prefixlen; /* 32 (svc_id) + the prefix's length over addr[16] */
+	__u32 svc_id;
+	__u8 addr[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKLB_MAX_SERVICES);
+	__type(key, struct src_range_key);
+	__type(value, __u8);
+} src_ranges SEC(".maps");
+
+#include "flowmaps.h"
 
 #endif

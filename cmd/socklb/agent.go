@@ -95,7 +95,11 @@ func runAgent(f agentFlags) error {
 			MaxServices: uint32(f.maxServices),
 			MaxBackends: uint32(f.maxBackends),
 			MaxAffinity: uint32(f.maxAffinity),
+			MaxFlows:    uint32(f.maxFlows),
 			HostNSOnly:  f.hostNSOnly,
+			PacketLB:    f.packetLB,
+			NATPortMin:  f.natPortMin,
+			NATPortMax:  f.natPortMax,
 
 			TerminateSockets: datapath.SocketTermination(f.terminateSockets),
 			LockTimeout:      f.lockTimeout,
@@ -123,13 +127,17 @@ func runAgent(f agentFlags) error {
 		log.Info("the pinned maps had another layout or size; moving to new ones without detaching the hooks", "migration", m)
 	}
 
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		Log: log, Datapath: dp, Scrape: dp, Pins: dp, PinCheckInterval: f.pinCheckInterval,
 		HealthTimeout: f.healthTimeout, PerServiceMetrics: f.perServiceMetrics,
 		Version: version, Revision: vcsRevision(),
 		NodePortAddresses: f.nodePortAddresses.prefixes, NodePortPrimary: f.nodePortAddresses.primary,
 		ExternalIPCIDRs: f.externalIPCIDRs,
-	})
+	}
+	if f.packetLB {
+		cfg.Packets, cfg.Devices = dp, f.devices
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}

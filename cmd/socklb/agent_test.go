@@ -29,6 +29,12 @@ func TestParseAgentFlags(t *testing.T) {
 		{"profiling remote, explicitly", []string{"--profiling", "--profiling-allow-remote", "--metrics-bind-address", "0.0.0.0:10249"}, ""},
 		{"external ip cidrs", []string{"--external-ip-cidrs", "203.0.113.0/24"}, ""},
 		{"bad external ip cidr", []string{"--external-ip-cidrs", "203.0.113.1"}, `--external-ip-cidrs: "203.0.113.1" is not a CIDR`},
+		{"packet path with devices", []string{"--packet-lb", "--devices", "eth0,eth1", "--nat-port-range", "40000-50000"}, ""},
+		{"devices without the packet path", []string{"--devices", "eth0"}, "--devices eth0 is for --packet-lb, which is off"},
+		{"nat ports reversed", []string{"--nat-port-range", "65000-61000"}, `--nat-port-range="65000-61000": want first-last`},
+		{"nat ports privileged", []string{"--nat-port-range", "80-1000"}, "1024 <= first"},
+		{"nat ports not a range", []string{"--nat-port-range", "61000"}, "want first-last"},
+		{"zero flows", []string{"--max-flows", "0"}, "--max-flows=0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := parseAgentFlags(tc.args)

@@ -45,6 +45,10 @@ type agentFlags struct {
 	terminateSockets                    string
 	nodePortAddresses                   nodePortFlag
 	externalIPCIDRs                     []netip.Prefix
+	packetLB                            bool
+	devices                             []string
+	maxFlows                            uint
+	natPortMin, natPortMax              uint16
 	logging                             *logsapi.LoggingConfiguration
 }
 
@@ -74,6 +78,11 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.StringVar(&c.TerminateSockets, "terminate-sockets", c.TerminateSockets, "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	fs.StringSliceVar(&c.DisableKernelFeatures, "disable-kernel-features", c.DisableKernelFeatures, "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
 	fs.StringSliceVar(&c.NodePortAddresses, "nodeport-addresses", c.NodePortAddresses, "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
+	fs.BoolVar(&c.PacketLB, "packet-lb", c.PacketLB, "serve NodePort, LoadBalancer-IP and externalIP packets that reach the node from other machines, with tcx programs on --devices (Linux 6.6+), and other nodes' NodePorts from sockets here; "+
+		"deploy/overlays/replace-kube-proxy and the chart's replace mode turn it on; leave it off beside kube-proxy, which keeps that job")
+	fs.StringSliceVar(&c.Devices, "devices", c.Devices, "comma-separated devices --packet-lb serves (Cilium's --devices); default: the devices carrying this node's NodePort addresses")
+	fs.UintVar(&c.MaxFlows, "max-flows", c.MaxFlows, "capacity of the flows map: flows from other machines tracked at once (conntrack's table); when it is full new flows are dropped, never live ones")
+	fs.StringVar(&c.NATPortRange, "nat-port-range", c.NATPortRange, "source ports of flows SNATed toward a backend on another node (first-last); keep it outside net.ipv4.ip_local_port_range")
 	fs.DurationVar(&c.LockTimeout.Duration, "lock-timeout", c.LockTimeout.Duration, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
 	fs.DurationVar(&c.PinCheckInterval.Duration, "pin-check-interval", c.PinCheckInterval.Duration, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
 
@@ -155,6 +164,7 @@ func (o *agentOptions) complete() (agentFlags, error) {
 		healthTimeout: c.HealthzTimeout.Duration, lockTimeout: c.LockTimeout.Duration, pinCheckInterval: c.PinCheckInterval.Duration,
 		hostNSOnly: c.SocketLBHostNSOnly, profiling: c.Profiling, profilingAllowRemote: c.ProfilingAllowRemote,
 		perServiceMetrics: c.PerServiceMetrics, terminateSockets: c.TerminateSockets,
+		packetLB: c.PacketLB, devices: c.Devices, maxFlows: c.MaxFlows,
 		logging: &c.Logging,
 	}
 	var err error
@@ -170,7 +180,13 @@ func (o *agentOptions) complete() (agentFlags, error) {
 	if f.kubeconfig != "" && f.manifests != "" {
 		return f, errors.New("--kubeconfig and --manifests are exclusive: socklb watches one source")
 	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity} {
+	if f.natPortMin, f.natPortMax, err = parsePortRange(c.NATPortRange); err != nil {
+		return f, err
+	}
+	if len(f.devices) > 0 && !f.packetLB {
+		return f, fmt.Errorf("--devices %s is for --packet-lb, which is off: add --packet-lb or drop --devices", strings.Join(f.devices, ","))
+	}
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity, "--max-flows": f.maxFlows} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}

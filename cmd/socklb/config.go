@@ -43,6 +43,10 @@ type SocklbConfiguration struct {
 	TerminateSockets      string          `json:"terminateSockets"`
 	DisableKernelFeatures []string        `json:"disableKernelFeatures,omitempty"`
 	NodePortAddresses     []string        `json:"nodePortAddresses,omitempty"`
+	PacketLB              bool            `json:"packetLB"`
+	Devices               []string        `json:"devices,omitempty"`
+	MaxFlows              uint            `json:"maxFlows"`
+	NATPortRange          string          `json:"natPortRange"`
 	LockTimeout           metav1.Duration `json:"lockTimeout"`
 	PinCheckInterval      metav1.Duration `json:"pinCheckInterval"`
 
@@ -70,6 +74,8 @@ func defaultConfig() *SocklbConfiguration {
 		MaxServices:        datapath.DefaultMaxServices,
 		MaxBackends:        datapath.DefaultMaxBackends,
 		MaxAffinity:        datapath.DefaultMaxAffinity,
+		MaxFlows:           datapath.DefaultMaxFlows,
+		NATPortRange:       fmt.Sprintf("%d-%d", datapath.DefaultNATPortMin, datapath.DefaultNATPortMax),
 		TerminateSockets:   string(datapath.TerminateUDP),
 		LockTimeout:        metav1.Duration{Duration: datapath.DefaultLockTimeout},
 		PinCheckInterval:   metav1.Duration{Duration: agent.DefaultPinCheckInterval},

@@ -3,8 +3,20 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 )
+
+// parsePortRange reads --nat-port-range: "first-last", both 1024-65535.
+func parsePortRange(v string) (uint16, uint16, error) {
+	first, last, ok := strings.Cut(strings.TrimSpace(v), "-")
+	lo, err1 := strconv.ParseUint(strings.TrimSpace(first), 10, 16)
+	hi, err2 := strconv.ParseUint(strings.TrimSpace(last), 10, 16)
+	if !ok || err1 != nil || err2 != nil || lo < 1024 || lo > hi {
+		return 0, 0, fmt.Errorf("--nat-port-range=%q: want first-last with 1024 <= first <= last <= 65535, e.g. 61000-65535", v)
+	}
+	return uint16(lo), uint16(hi), nil
+}
 
 // parseExternalIPCIDRs reads --external-ip-cidrs: a comma separated list
 // of CIDRs, without keywords (an allowlist of "all" would undo the rule

@@ -76,6 +76,10 @@ type Agent struct {
 	// afterSync, if set, is called at the end of each sync (tests).
 	afterSync func(ok bool)
 	first     firstSync
+	// devices is what the per-packet path serves since the last
+	// refreshDevices that succeeded (devicesOK).
+	devices   []datapath.Device
+	devicesOK bool
 }
 
 // Run syncs what src delivers until ctx is done. Changes that arrive while
@@ -113,6 +117,9 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 	go func() { srcErr <- src.Run(ctx, changed) }()
 	if a.cfg.Pins != nil {
 		go a.watchPins(ctx)
+	}
+	if a.cfg.Packets != nil {
+		go a.sweepFlows(ctx)
 	}
 	var (
 		retry   *time.Timer
@@ -193,6 +200,9 @@ func (a *Agent) sync(full bool) bool {
 		a.logFirstSync(r, res, done)
 	}
 
+	if r.full {
+		a.refreshDevices()
+	}
 	a.cfg.HealthChecks.Sync(r.checks)
 	a.observeProgramming(r.triggers, r.state, res, done)
 	a.health.SyncNode(r.node)

@@ -40,6 +40,14 @@ type Config struct {
 	// Version and Revision label socklb_build_info.
 	Version, Revision string
 
+	// Packets, if set, is the per-packet path for traffic from other
+	// machines: the agent keeps its devices current (Devices, or those
+	// carrying the node's NodePort addresses when empty) and sweeps its
+	// expired flows every FlowSweepInterval (zero: the default).
+	Packets           PacketPath
+	Devices           []string
+	FlowSweepInterval time.Duration
+
 	// What servicemap needs about the node and the source does not know,
 	// added to every snapshot: --nodeport-addresses (prefixes and the
 	// keyword primary), --external-ip-cidrs, and the interface addresses,
@@ -80,6 +88,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if err := a.metrics.setBuildInfo(cfg.Version, cfg.Revision); err != nil {
 		return nil, fmt.Errorf("registering socklb_build_info: %w", err)
+	}
+	if cfg.Packets != nil {
+		if err := a.metrics.collectFlows(cfg.Packets.FlowEvents); err != nil {
+			return nil, fmt.Errorf("registering flow metrics: %w", err)
+		}
 	}
 	if r := cfg.Scrape; r != nil {
 		if err := a.metrics.collectMapPressure(r.MapUsage); err != nil {

@@ -54,6 +54,7 @@ type Health struct {
 	nodeSeen    bool
 	eligible    bool
 	pinsErr     error // the pins under --bpffs-path cannot be trusted; nil when they can
+	devicesErr  error // the per-packet path could not attach to the devices it should serve
 
 	healthzTotal, livezTotal *prometheus.CounterVec // optional, set by New
 }
@@ -123,6 +124,15 @@ func (h *Health) PinsBroken(err error) {
 	h.pinsErr = err
 }
 
+// DevicesBroken records whether the per-packet path serves the devices it
+// should (nil) or not: NodePort and LoadBalancer traffic from other
+// machines then goes unserved, which is what /healthz tells load balancers.
+func (h *Health) DevicesBroken(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.devicesErr = err
+}
+
 // SyncNode records this node's Node object; nil means it is not in the
 // latest snapshot.
 func (h *Health) SyncNode(n *corev1.Node) {
@@ -172,7 +182,7 @@ func (h *Health) Status(withNode bool) (code int, st HealthStatus) {
 	if h.attempted && !waiting.IsZero() && now.Sub(waiting) >= h.Timeout {
 		st.Healthy = false
 	}
-	if withNode && h.pinsErr != nil {
+	if withNode && (h.pinsErr != nil || h.devicesErr != nil) {
 		st.Healthy = false
 	}
 	ok := st.Healthy

@@ -45,6 +45,9 @@ type Metrics struct {
 	removals           prometheus.Counter
 	healthzTotal       *prometheus.CounterVec
 	livezTotal         *prometheus.CounterVec
+	// The per-packet path's, registered with it (collectFlows).
+	flows        prometheus.Gauge
+	flowsExpired prometheus.Counter
 }
 
 // NetworkProgrammingBuckets are kube-proxy's buckets for

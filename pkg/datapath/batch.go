@@ -178,7 +178,7 @@ func batchRefused(err error) bool {
 func fillOrder() []mapDef {
 	var out []mapDef
 	for _, def := range mapTable {
-		if def.fromAPI {
+		if def.fromAPI && !def.perEntry {
 			out = append(out, def)
 		}
 	}

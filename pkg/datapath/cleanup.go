@@ -87,6 +87,7 @@ func Cleanup(bpffs string, force bool) (CleanupResult, error) {
 	for _, h := range hooks {
 		rm(filepath.Join(linksDir(bpffs), h.name))
 	}
+	errs = append(errs, removeDeviceLinks(bpffs, func(string) bool { return true }))
 	gens, err := generations(bpffs)
 	if err != nil {
 		return res, err
@@ -124,7 +125,7 @@ func foreignEntries(dir string, stateMaps []string) ([]string, error) {
 	}
 	var foreign []string
 	for _, e := range entries {
-		if !own[e.Name()] && !(e.IsDir() && generationName.MatchString(e.Name())) {
+		if !own[e.Name()] && !devPinName.MatchString(e.Name()) && !(e.IsDir() && generationName.MatchString(e.Name())) {
 			foreign = append(foreign, filepath.Join(dir, e.Name()))
 		}
 	}

@@ -22,6 +22,7 @@ type Config struct {
 	MaxServices uint32
 	MaxBackends uint32
 	MaxAffinity uint32
+	MaxFlows    uint32
 	// HostNSOnly translates only for sockets in the agent's network
 	// namespace (the host's, for a hostNetwork DaemonSet).
 	HostNSOnly bool
@@ -34,6 +35,15 @@ type Config struct {
 	// called once when it has to wait, with the holder's pid if known.
 	LockTimeout time.Duration
 	LockWait    func(holder string)
+	// PacketLB loads the per-packet path (nodeport.c): NodePort,
+	// LoadBalancer and externalIP packets from other machines, served on
+	// the devices SetDevices names. Needs Linux 6.6+ (tcx).
+	PacketLB bool
+	// NATPortMin and NATPortMax bound the source ports of flows SNATed
+	// toward another node (default DefaultNATPortMin-DefaultNATPortMax).
+	NATPortMin, NATPortMax uint16
+	// FlowTimeouts: zero fields take DefaultFlowTimeouts'.
+	FlowTimeouts FlowTimeouts
 	// DisableFeatures are taken as missing whatever the kernel has: to run
 	// an older kernel's fallbacks (tests), or to avoid a broken feature.
 	DisableFeatures []Feature
@@ -48,6 +58,13 @@ const (
 	DefaultMaxServices = 1 << 18 // 262144 frontends
 	DefaultMaxBackends = 1 << 20 // 1048576 backends
 	DefaultMaxAffinity = 1 << 16 // (client, Service port) pairs with sessionAffinity
+	// Flows from other machines the per-packet path tracks at once, as
+	// conntrack's table; a full table drops new flows, never live ones.
+	DefaultMaxFlows = 1 << 18
+	// SNAT ports above the kernel's default ephemeral range (32768-60999),
+	// so the node's own connections never take one a flow holds.
+	DefaultNATPortMin = 61000
+	DefaultNATPortMax = 65535
 )
 
 func (c Config) withDefaults() Config {
@@ -63,6 +80,19 @@ func (c Config) withDefaults() Config {
 	if c.MaxAffinity == 0 {
 		c.MaxAffinity = DefaultMaxAffinity
 	}
+	if c.MaxFlows == 0 {
+		c.MaxFlows = DefaultMaxFlows
+	}
+	ft, def := &c.FlowTimeouts, DefaultFlowTimeouts
+	for _, f := range []struct{ v, d *time.Duration }{{&ft.TCPSyn, &def.TCPSyn}, {&ft.TCPEstablished, &def.TCPEstablished},
+		{&ft.TCPClosing, &def.TCPClosing}, {&ft.UDP, &def.UDP}, {&ft.UDPStream, &def.UDPStream}} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
+	}
+	if c.NATPortMin == 0 && c.NATPortMax == 0 {
+		c.NATPortMin, c.NATPortMax = DefaultNATPortMin, DefaultNATPortMax
+	}
 	if c.LockTimeout == 0 {
 		c.LockTimeout = DefaultLockTimeout
 	}
@@ -74,6 +104,9 @@ func (c Config) validate() error {
 	case TerminateNone, TerminateUDP, TerminateAll:
 	default:
 		return fmt.Errorf("socket termination %q: use none, udp or all", c.TerminateSockets)
+	}
+	if c.NATPortMin < 1024 || c.NATPortMin > c.NATPortMax {
+		return fmt.Errorf("SNAT port range %d-%d: want 1024 <= first <= last <= 65535, outside the node's ephemeral range (net.ipv4.ip_local_port_range)", c.NATPortMin, c.NATPortMax)
 	}
 	return c.validatePaths()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -39,6 +40,12 @@ type Datapath struct {
 	pendingErr error
 	migration  string                               // what Open migrated, for the agent's log
 	refs       map[socklbbpf.SocktermSockTarget]int // frontends using each backend address
+
+	// The per-packet path: nil when cfg.PacketLB is off.
+	nodeport *socklbbpf.NodeportObjects
+	devices  []Device
+	// flowCount is the flows map's entries at the last ExpireFlows.
+	flowCount atomic.Int64
 }
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
@@ -106,6 +113,12 @@ func Open(cfg Config) (*Datapath, error) {
 			d.migration = mig.String(pinDir)
 		}
 	}
+	if cfg.PacketLB {
+		if d.nodeport, err = loadNodeport(cfg, &objs.SocklbMaps); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
 	if cfg.CgroupPath != "" {
 		switch {
 		case cfg.TerminateSockets == TerminateNone:
@@ -135,6 +148,9 @@ func (d *Datapath) SocketTerminationError() error { return d.termErr }
 func (d *Datapath) Close() error {
 	if d.term != nil {
 		d.term.Close()
+	}
+	if d.nodeport != nil {
+		d.nodeport.Close()
 	}
 	err := d.objs.Close()
 	d.lock.release()

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 
@@ -142,4 +143,12 @@ func mustApply(t *testing.T, d *Datapath, s servicemap.State) ApplyResult {
 		t.Fatalf("Apply: %v", err)
 	}
 	return res
+}
+
+// netnsClient is the affinity key a hook writes for a socket's client, its
+// network namespace cookie (lb_client_netns).
+func netnsClient(cookie uint64, affinityID uint32) socklbbpf.SocklbAffinityKey {
+	k := socklbbpf.SocklbAffinityKey{AffinityId: affinityID, By: socklbbpf.SocklbAffinityByAFFINITY_BY_NETNS}
+	binary.NativeEndian.PutUint64(k.Client[:8], cookie)
+	return k
 }

@@ -166,6 +166,8 @@ func applyTestLayoutChange(maps map[string]*ebpf.MapSpec) {
 			t.Name += "_v2"
 		case *btf.Int:
 			t.Name += "_v2"
+		case *btf.Enum:
+			t.Name += "_v2"
 		}
 		ms.Value = v
 	}

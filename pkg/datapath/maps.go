@@ -20,6 +20,9 @@ const (
 	// objSockterm is sockterm.c: its own maps are scratch space of one
 	// agent process and are never pinned.
 	objSockterm object = "sockterm.c"
+	// objNodeport is nodeport.c, the per-packet path on the devices: its
+	// one map of its own is per-CPU scratch space, never pinned.
+	objNodeport object = "nodeport.c"
 )
 
 // mapDef is what the agent adds to a map's C definition: who creates it,
@@ -40,6 +43,9 @@ type mapDef struct {
 	// services -> slots -> backends (stats, members beside them), so
 	// lower numbers are written first and services last.
 	fill int
+	// perEntry: a fromAPI map the batch fill leaves to per-entry writes
+	// (an LPM trie has no batch update).
+	perEntry bool
 	// key and value are zero values of the Go types used with the map (a
 	// per-CPU map's value: one CPU's); TestMapTable checks their layout
 	// against the map's BTF.
@@ -70,6 +76,22 @@ var mapTable = []mapDef{
 		key: int32(0), value: socklbbpf.SocklbSockState{}},
 	{name: socklbbpf.SocklbMapSockEvents, owner: objHooks,
 		key: uint32(0), value: uint64(0)},
+	// The cluster's other nodes' addresses: fixed in C, far above any
+	// cluster's size (5 000 nodes, a few addresses each).
+	{name: socklbbpf.SocklbMapNodeAddrs, owner: objHooks,
+		key: socklbbpf.SocklbNodeAddrKey{}, value: socklbbpf.SocklbNodeAddrFlag(0)},
+	// A range per frontend and prefix: far fewer than frontends, in practice.
+	{name: socklbbpf.SocklbMapSrcRanges, owner: objHooks, fromAPI: true, perEntry: true, size: maxServices, flag: "--max-services",
+		key: socklbbpf.SocklbSrcRangeKey{}, value: uint8(0)},
+	// Two entries a flow: its client's direction and its replies'.
+	{name: socklbbpf.SocklbMapFlows, owner: objHooks, size: func(c Config) uint32 { return 2 * c.MaxFlows }, flag: "--max-flows",
+		key: socklbbpf.SocklbFlowKey{}, value: socklbbpf.SocklbFlowValue{}},
+	{name: socklbbpf.SocklbMapNatDevs, owner: objHooks,
+		key: uint32(0), value: socklbbpf.SocklbNatDev{}},
+	{name: socklbbpf.SocklbMapFlowEvents, owner: objHooks,
+		key: uint32(0), value: uint64(0)},
+	{name: socklbbpf.NodeportMapFlowScratch, owner: objNodeport,
+		key: uint32(0), value: socklbbpf.NodeportFlowSpare{}},
 	// One walk's targets are the backends one Apply retired: at most every
 	// backend, so sized like backends the writes never fail. A flag of
 	// its own would be one more number users could get wrong.

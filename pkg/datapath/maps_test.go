@@ -24,6 +24,7 @@ func objectSpecs(t *testing.T) map[object]*ebpf.CollectionSpec {
 	for obj, load := range map[object]func() (*ebpf.CollectionSpec, error){
 		objHooks:        socklbbpf.LoadSocklb,
 		objSockterm:     socklbbpf.LoadSockterm,
+		objNodeport:     socklbbpf.LoadNodeport,
 		"socklb_test.c": socklbbpf.LoadSocklbTest,
 	} {
 		spec, err := load()

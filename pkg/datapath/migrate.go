@@ -326,6 +326,12 @@ func (d *Datapath) finishMigration(applied bool) string {
 		d.pendingErr = fmt.Errorf("switching the hooks to the maps under %s: %w", d.pinDir, err)
 		return ""
 	}
+	if d.nodeport != nil {
+		if err := d.attachDevices(); err != nil {
+			d.pendingErr = fmt.Errorf("switching the devices' programs to the maps under %s: %w", d.pinDir, err)
+			return ""
+		}
+	}
 	d.pendingErr = d.pending.switched()
 	done := "the hooks switched to " + d.pinDir
 	if d.pending.carryNote != "" {

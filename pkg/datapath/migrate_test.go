@@ -137,7 +137,7 @@ func TestSizeChangeMigrates(t *testing.T) {
 	a := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80")
 	mustApply(t, d, state(a, frontend("10.96.0.20", 53, servicemap.UDP, "10.244.1.3:53")))
 	want := d.Programmed()
-	aff := socklbbpf.SocklbAffinityKey{Client: 42, AffinityId: 7}
+	aff := netnsClient(42, 7)
 	if err := d.t.affinity.Put(aff, socklbbpf.SocklbAffinityValue{LastUsed: 99}); err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestAffinityExpires(t *testing.T) {
 		other = fe.Backends[1]
 	}
 	age := func() {
-		k := socklbbpf.SocklbAffinityKey{Client: 7, AffinityId: svc.AffinityID}
+		k := netnsClient(7, svc.AffinityID)
 		// boot time: long expired
 		v := socklbbpf.SocklbAffinityValue{LastUsed: 1, Addr: addrBytes(other.Addr), Port: portToMap(other.Port)}
 		if err := d.t.affinity.Put(k, v); err != nil {
@@ -70,7 +70,7 @@ func TestAffinityExpires(t *testing.T) {
 		t.Fatalf("with the entry expired every time, picks were %v: the expired entry was honoured", seen)
 	}
 	// A fresh entry is honoured and refreshed.
-	k := socklbbpf.SocklbAffinityKey{Client: 7, AffinityId: svc.AffinityID}
+	k := netnsClient(7, svc.AffinityID)
 	var v socklbbpf.SocklbAffinityValue
 	if err := d.t.affinity.Lookup(k, &v); err != nil {
 		t.Fatal(err)

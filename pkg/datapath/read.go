@@ -24,6 +24,12 @@ type tables struct {
 	svcNames *ebpf.Map `ebpf:"svc_names"`
 	affinity *ebpf.Map `ebpf:"affinity"`
 	members  *ebpf.Map `ebpf:"members"`
+	// The per-packet path's, and the node addresses both paths read.
+	srcRanges  *ebpf.Map `ebpf:"src_ranges"`
+	nodeAddrs  *ebpf.Map `ebpf:"node_addrs"`
+	flows      *ebpf.Map `ebpf:"flows"`
+	natDevs    *ebpf.Map `ebpf:"nat_devs"`
+	flowEvents *ebpf.Map `ebpf:"flow_events"`
 }
 
 func tablesOf(m *socklbbpf.SocklbMaps) tables {

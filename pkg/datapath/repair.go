@@ -58,6 +58,11 @@ func (d *Datapath) RepairPins() (repaired []string, err error) {
 		repaired = append(repaired, fixed...)
 		errs = append(errs, err)
 	}
+	if d.nodeport != nil && d.pending == nil {
+		fixed, err := d.repairDeviceLinks()
+		repaired = append(repaired, fixed...)
+		errs = append(errs, err)
+	}
 	return repaired, errors.Join(errs...)
 }
 
@@ -131,6 +136,26 @@ func repairLinks(cfg Config, progs *socklbbpf.SocklbPrograms) ([]string, error) 
 		}
 		if id, _ := pi.ID(); info.Program != id {
 			errs = append(errs, fmt.Errorf("the link pinned at %s runs program %d, not this agent's %d: another agent switched it; stop one of them", pin, info.Program, id))
+		}
+	}
+	return fixed, errors.Join(errs...)
+}
+
+// repairDeviceLinks attaches again the device links whose pins are gone.
+func (d *Datapath) repairDeviceLinks() ([]string, error) {
+	var fixed []string
+	var errs []error
+	for _, dev := range d.devices {
+		for _, h := range devHooks {
+			pin := devPin(d.cfg.BPFFSPath, dev.Name, h.dir)
+			if _, err := os.Stat(pin); !errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err := attachDevice(pin, dev, h.attach, h.prog(&d.nodeport.NodeportPrograms)); err != nil {
+				errs = append(errs, fmt.Errorf("attaching the per-packet program to %s (%s) again: %w", dev.Name, h.dir, err))
+				continue
+			}
+			fixed = append(fixed, pin)
 		}
 	}
 	return fixed, errors.Join(errs...)

@@ -112,6 +112,8 @@ func (d *Datapath) MapUsage() ([]MapUsage, error) {
 	counted[socklbbpf.SocklbMapSlots] = slots
 	counted[socklbbpf.SocklbMapBackends] = uint32(len(backends))
 	counted[socklbbpf.SocklbMapStats] = uint32(len(backends))
+	// Counted by the last sweep: a scrape never walks a million flows.
+	counted[socklbbpf.SocklbMapFlows] = uint32(d.flowCount.Load())
 	d.mu.Unlock()
 
 	var out []MapUsage
