@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,26 +75,40 @@ func Start(tools, dir, run string, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	// One at a time: each imports the images and starts, which is what
-	// costs; the next one starts while the first registers.
-	for _, s := range specs {
-		start := time.Now()
-		p, err := StartNode(&NodeConfig{
-			Spec: s, All: specs,
-			Dir:        filepath.Join(dir, s.Name),
-			Tools:      tools,
-			Images:     o.Images,
-			Kubeconfig: c.CP.AdminKubeconfig,
-			CgroupV2:   filepath.Join(v2, run, s.Name),
-			CgroupRoot: "/" + run + "/" + s.Name,
-			KubeProxy:  o.KubeProxy,
-			DiskGB:     o.DiskGB,
-		})
-		if err != nil {
-			return c, err
+	// All at once: each imports the images, which is most of a node's
+	// start.
+	procs := make([]*NodeProc, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			procs[i], errs[i] = StartNode(&NodeConfig{
+				Spec: s, All: specs,
+				Dir:        filepath.Join(dir, s.Name),
+				Tools:      tools,
+				Images:     o.Images,
+				Kubeconfig: c.CP.AdminKubeconfig,
+				CgroupV2:   filepath.Join(v2, run, s.Name),
+				CgroupRoot: "/" + run + "/" + s.Name,
+				KubeProxy:  o.KubeProxy,
+				DiskGB:     o.DiskGB,
+			})
+			if errs[i] == nil {
+				cluster.Logf("node %s started in %s (pid %d)", s.Name, time.Since(start).Round(time.Millisecond), procs[i].Pid())
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range procs {
+		if p != nil {
+			c.Nodes = append(c.Nodes, p)
 		}
-		c.Nodes = append(c.Nodes, p)
-		cluster.Logf("node %s started in %s (pid %d)", s.Name, time.Since(start).Round(time.Millisecond), p.Pid())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
 	}
 	start := time.Now()
 	if err := c.CP.APIServer.WaitFor("every Node to be Ready", 5*time.Minute, c.nodesReady); err != nil {
