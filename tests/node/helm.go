@@ -42,6 +42,7 @@ func (n *Cluster) HelmValues() []string {
 		"image.pullPolicy=IfNotPresent",
 		"cgroupPath=" + cgroupMount + "/" + n.Run + "/$(NODE_NAME)",
 		"externalIPCIDRs={" + ExternalCIDR + "}",
+		"devices={" + UnderlayDevice + "}",
 		"apiServer.host=" + host,
 		"apiServer.port=" + port,
 	}

@@ -38,6 +38,9 @@ const (
 	ExternalCIDR = "203.0.113.0/24"
 	// Bridge is every node's pod bridge, in the node's own netns.
 	Bridge = "cni0"
+	// UnderlayDevice is every node's link to the underlay: its InternalIP,
+	// where packets from other machines arrive (socklb --devices).
+	UnderlayDevice = "eth0"
 )
 
 // NodeSpec is one node's name and addresses. Index counts from 1.

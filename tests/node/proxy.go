@@ -31,7 +31,8 @@ func SocklbImageTarball(bin, out string) error {
 }
 
 // overlay is what a user of this cluster changes in deploy/: the image,
-// the cgroup to attach to (each node's own child of the run's cgroup,
+// the device packets from other machines arrive on (each node's eth0 on
+// the underlay), the cgroup to attach to (each node's own child of the run's cgroup,
 // never the root: $(NODE_NAME) is expanded by kubelet from the
 // DaemonSet's env), the external CIDR the ExternalIP tests use, and the
 // API server's address, which the agent must reach without the
@@ -58,6 +59,9 @@ patches:
         path: /spec/template/spec/containers/0/args/-
         value: --external-ip-cidrs={{external}}
       - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --devices={{device}}
+      - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_HOST, value: "{{host}}"}
       - op: add
@@ -78,7 +82,7 @@ func (n *Cluster) InstallSocklb(repoRoot string) error {
 		return err
 	}
 	host, port := n.apiServer()
-	k := strings.NewReplacer("{{base}}", base, "{{cgroup}}", n.Run, "{{external}}", ExternalCIDR, "{{host}}", host, "{{port}}", port).Replace(overlay)
+	k := strings.NewReplacer("{{base}}", base, "{{cgroup}}", n.Run, "{{external}}", ExternalCIDR, "{{device}}", UnderlayDevice, "{{host}}", host, "{{port}}", port).Replace(overlay)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return err
 	}
