@@ -35,9 +35,15 @@ var ExcludeRules = []ExcludeRule{
 	{`\[Flaky\]`, "upstream marks the test flaky: it is not run in upstream's own conformance jobs either", 0},
 	{`IPv6|\[Feature:IPv6DualStack\]|[Dd]ual[- ]?[Ss]tack`, "the cluster is IPv4 single-stack (the kernel here has IPv6, but kubelet, the Service CIDR and the pod CIDRs are IPv4 only)", 0},
 	{`\[Feature:SCTPConnectivity\]`, "the kernel has no SCTP (CONFIG_IP_SCTP unset)", 0},
-	{`LoadBalancer|\[sig-network\] LoadBalancers|ESIPP`, "needs a cloud provider's load balancer: no LB controller runs here and none can be reached", 0},
 	{`Traffic Distribution should route traffic (correctly between pods on multiple nodes|to an endpoint on the same node or fall back to same zone)`,
 		"needs 3 zones of at least 2 nodes each: run with NODES=6 (the nodes' zones are zone-1..3 round robin)", 6},
+}
+
+// OutsideFocus are the sig-network suites the focus leaves out, and why.
+var OutsideFocus = []ExcludeRule{
+	{`\[sig-network\] LoadBalancers`, "needs a cloud provider's load balancer controller: none runs here and none can be reached", 0},
+	{`\[sig-network\] (Ingress|IngressClass)` + " (non-[Conformance])", "needs an ingress controller or a cloud; the [Conformance] API tests are in the focus", 0},
+	{`\[sig-network\] (NetworkPolicy|Netpol|Networking IPerf|Firewall|ClusterDns|CVE|NoSNAT)`, "not the Service proxy's job (a CNI's, a cloud's) or needs machines outside this one", 0},
 }
 
 // Skip is the rules' patterns that apply to a cluster of nodes nodes.

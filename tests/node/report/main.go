@@ -326,6 +326,10 @@ func render(c, s *run) (string, int) {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", esc(r.Pattern), r.Reason, applies)
 	}
+	b.WriteString("\nsig-network suites outside the focus:\n\n| suite | why |\n|---|---|\n")
+	for _, r := range node.OutsideFocus {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", esc(r.Pattern), r.Reason)
+	}
 	b.WriteString("\n## Every test\n\n")
 	b.WriteString(rows.String())
 	return b.String(), bad
