@@ -74,7 +74,7 @@ func main() {
 	}
 	fmt.Printf("wrote %s\n", *out)
 	if bad > 0 {
-		fmt.Fprintf(os.Stderr, "report: %d socklb failure(s): failing under socklb where the control passed, skipped, did not run or failed elsewhere\n", bad)
+		fmt.Fprintf(os.Stderr, "report: %d flagged test(s): failing under socklb where the control passed, skipped, did not run or failed elsewhere; not run or skipped only under socklb; or skipped for the number of nodes\n", bad)
 		os.Exit(1)
 	}
 }
