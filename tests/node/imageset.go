@@ -55,10 +55,16 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 	}
 	// As upstream's Dockerfile: porter's TLS ports (the Proxy conformance
 	// test) read localhost.crt and localhost.key from the working directory.
+	// And /coredns: the DNS tests run it from agnhost's image as their
+	// own DNS server (generateCoreDNSServerPod: command /coredns), as
+	// glibc-dns-testing's image has it too; upstream adds CoreDNS's
+	// release binary, this is the one build.sh built.
 	agnhostFiles, err := oci.FilesLayer([]oci.File{
 		{Path: "/localhost.crt", Src: filepath.Join(b.AgnhostSource, "porter", "localhost.crt"), Mode: 0o644},
 		{Path: "/localhost.key", Src: filepath.Join(b.AgnhostSource, "porter", "localhost.key"), Mode: 0o644},
 		{Path: "/agnhost-2", Link: "agnhost"},
+		{Path: "/coredns", Src: b.CoreDNS, Mode: 0o755},
+		{Path: "/uploads/.keep", Src: "/dev/null", Mode: 0o644},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agnhost's files from %s: %w", b.AgnhostSource, err)
@@ -102,7 +108,7 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 		{PauseImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost}},
 		{BusyBoxImage, nil, []string{"sh"}, []v1.Layer{busybox}},
 		{LabclientImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost, labclient}},
-		{GlibcDNSTestingImage, nil, []string{"sh"}, []v1.Layer{base}},
+		{GlibcDNSTestingImage, nil, []string{"sh"}, []v1.Layer{base, agnhostFiles}},
 		{NginxImage, []string{"/agnhost", "netexec", "--http-port=80"}, nil, []v1.Layer{base, agnhost}},
 		{DistrolessIptablesImage, nil, []string{"sh"}, []v1.Layer{base}},
 		{RegressionIssue74839Image, []string{"/regression-issue-74839"}, nil, []v1.Layer{regression}},
