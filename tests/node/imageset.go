@@ -103,7 +103,9 @@ func BuildImages(dir, rootfs string, b Binaries) ([]string, error) {
 		layers          []v1.Layer
 	}
 	specs := []spec{
-		{AgnhostImage, []string{"/agnhost"}, nil, []v1.Layer{base, wget, agnhost, agnhostFiles}},
+		// CMD pause, as upstream's: the suite's exec pods (hostexec,
+		// pause pods) run the image without args and must stay up.
+		{AgnhostImage, []string{"/agnhost"}, []string{"pause"}, []v1.Layer{base, wget, agnhost, agnhostFiles}},
 		// agnhost's pause answers SIGTERM and reaps, as the pause image does.
 		{PauseImage, []string{"/agnhost", "pause"}, nil, []v1.Layer{agnhost}},
 		{BusyBoxImage, nil, []string{"sh"}, []v1.Layer{busybox}},
