@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type NodeportFlowSpare struct {
+type NodeportScratchSpace struct {
 	_    structs.HostLayout
 	Orig struct {
 		_         structs.HostLayout
@@ -45,6 +45,8 @@ type NodeportFlowSpare struct {
 		Flags     uint8
 		Pad       [6]uint8
 	}
+	Frame  [128]uint8
+	Pseudo [40]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -54,11 +56,11 @@ const (
 	NodeportMapAffinity             = "affinity"
 	NodeportMapBackends             = "backends"
 	NodeportMapFlowEvents           = "flow_events"
-	NodeportMapFlowScratch          = "flow_scratch"
 	NodeportMapFlows                = "flows"
 	NodeportMapMembers              = "members"
 	NodeportMapNatDevs              = "nat_devs"
 	NodeportMapNodeAddrs            = "node_addrs"
+	NodeportMapScratch              = "scratch"
 	NodeportMapServices             = "services"
 	NodeportMapSkState              = "sk_state"
 	NodeportMapSlots                = "slots"
@@ -130,21 +132,21 @@ type NodeportProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type NodeportMapSpecs struct {
-	Affinity    *ebpf.MapSpec `ebpf:"affinity"`
-	Backends    *ebpf.MapSpec `ebpf:"backends"`
-	FlowEvents  *ebpf.MapSpec `ebpf:"flow_events"`
-	FlowScratch *ebpf.MapSpec `ebpf:"flow_scratch"`
-	Flows       *ebpf.MapSpec `ebpf:"flows"`
-	Members     *ebpf.MapSpec `ebpf:"members"`
-	NatDevs     *ebpf.MapSpec `ebpf:"nat_devs"`
-	NodeAddrs   *ebpf.MapSpec `ebpf:"node_addrs"`
-	Services    *ebpf.MapSpec `ebpf:"services"`
-	SkState     *ebpf.MapSpec `ebpf:"sk_state"`
-	Slots       *ebpf.MapSpec `ebpf:"slots"`
-	SockEvents  *ebpf.MapSpec `ebpf:"sock_events"`
-	SrcRanges   *ebpf.MapSpec `ebpf:"src_ranges"`
-	Stats       *ebpf.MapSpec `ebpf:"stats"`
-	SvcNames    *ebpf.MapSpec `ebpf:"svc_names"`
+	Affinity   *ebpf.MapSpec `ebpf:"affinity"`
+	Backends   *ebpf.MapSpec `ebpf:"backends"`
+	FlowEvents *ebpf.MapSpec `ebpf:"flow_events"`
+	Flows      *ebpf.MapSpec `ebpf:"flows"`
+	Members    *ebpf.MapSpec `ebpf:"members"`
+	NatDevs    *ebpf.MapSpec `ebpf:"nat_devs"`
+	NodeAddrs  *ebpf.MapSpec `ebpf:"node_addrs"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	Services   *ebpf.MapSpec `ebpf:"services"`
+	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
+	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
+	SrcRanges  *ebpf.MapSpec `ebpf:"src_ranges"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	SvcNames   *ebpf.MapSpec `ebpf:"svc_names"`
 }
 
 // NodeportVariableSpecs contains global variables before they are loaded into the kernel.
@@ -183,21 +185,21 @@ func (o *NodeportObjects) Close() error {
 //
 // It can be passed to LoadNodeportObjects or ebpf.CollectionSpec.LoadAndAssign.
 type NodeportMaps struct {
-	Affinity    *ebpf.Map `ebpf:"affinity"`
-	Backends    *ebpf.Map `ebpf:"backends"`
-	FlowEvents  *ebpf.Map `ebpf:"flow_events"`
-	FlowScratch *ebpf.Map `ebpf:"flow_scratch"`
-	Flows       *ebpf.Map `ebpf:"flows"`
-	Members     *ebpf.Map `ebpf:"members"`
-	NatDevs     *ebpf.Map `ebpf:"nat_devs"`
-	NodeAddrs   *ebpf.Map `ebpf:"node_addrs"`
-	Services    *ebpf.Map `ebpf:"services"`
-	SkState     *ebpf.Map `ebpf:"sk_state"`
-	Slots       *ebpf.Map `ebpf:"slots"`
-	SockEvents  *ebpf.Map `ebpf:"sock_events"`
-	SrcRanges   *ebpf.Map `ebpf:"src_ranges"`
-	Stats       *ebpf.Map `ebpf:"stats"`
-	SvcNames    *ebpf.Map `ebpf:"svc_names"`
+	Affinity   *ebpf.Map `ebpf:"affinity"`
+	Backends   *ebpf.Map `ebpf:"backends"`
+	FlowEvents *ebpf.Map `ebpf:"flow_events"`
+	Flows      *ebpf.Map `ebpf:"flows"`
+	Members    *ebpf.Map `ebpf:"members"`
+	NatDevs    *ebpf.Map `ebpf:"nat_devs"`
+	NodeAddrs  *ebpf.Map `ebpf:"node_addrs"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
+	Services   *ebpf.Map `ebpf:"services"`
+	SkState    *ebpf.Map `ebpf:"sk_state"`
+	Slots      *ebpf.Map `ebpf:"slots"`
+	SockEvents *ebpf.Map `ebpf:"sock_events"`
+	SrcRanges  *ebpf.Map `ebpf:"src_ranges"`
+	Stats      *ebpf.Map `ebpf:"stats"`
+	SvcNames   *ebpf.Map `ebpf:"svc_names"`
 }
 
 func (m *NodeportMaps) Close() error {
@@ -205,11 +207,11 @@ func (m *NodeportMaps) Close() error {
 		m.Affinity,
 		m.Backends,
 		m.FlowEvents,
-		m.FlowScratch,
 		m.Flows,
 		m.Members,
 		m.NatDevs,
 		m.NodeAddrs,
+		m.Scratch,
 		m.Services,
 		m.SkState,
 		m.Slots,

@@ -6,6 +6,14 @@
 #include <linux/types.h>
 #include <bpf/bpf_endian.h>
 
+/* A 16-byte address as a global function's argument: the verifier sizes a
+ * pointer argument by its type, and a __u8 * is one byte. */
+struct addr16 {
+	__u8 b[16];
+};
+
+#define A16(x) ((const struct addr16 *)(x))
+
 static __always_inline void addr_from_v4(__u8 addr[16], __u32 ip4)
 {
 	__u32 *w = (__u32 *)addr;

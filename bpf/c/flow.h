@@ -9,6 +9,7 @@
 #include "lb.h"
 #include "maps.h"
 #include "pkt.h"
+#include "scratch.h"
 
 #define FLOW_SEC 1000000000ULL
 
@@ -20,9 +21,10 @@ volatile const __u64 flow_tcp_closing_ns = 10 * FLOW_SEC;
 volatile const __u64 flow_udp_ns = 30 * FLOW_SEC;
 volatile const __u64 flow_udp_stream_ns = 120 * FLOW_SEC;
 
-/* SNAT source ports: above the kernel's default ephemeral range
- * (32768-60999), so the node's own connections never take a port a flow
- * holds. The agent sets them from --nat-port-range. */
+/* SNAT source ports when the client's own is taken: above the kernel's
+ * default ephemeral range (32768-60999), so the node's own connections
+ * rarely want one a flow holds (and a port a socket of the node holds is
+ * never taken: flow_port_taken). The agent sets them from --nat-port-range. */
 volatile const __u16 nat_port_min = 61000;
 volatile const __u16 nat_port_max = 65535;
 
@@ -62,7 +64,8 @@ static __always_inline __u64 flow_timeout(const struct flow_value *v, __u8 proto
 
 static __always_inline int flow_expired(const struct flow_value *v, __u8 proto, __u64 now)
 {
-	return now - v->last_seen > flow_timeout(v, proto);
+	/* Another CPU may have stamped it after this packet read the clock. */
+	return now > v->last_seen && now - v->last_seen > flow_timeout(v, proto);
 }
 
 /* flow_reply_key is the key of the REPLY entry of the ORIG entry k -> v. */
@@ -146,16 +149,18 @@ static __noinline struct flow_value *flow_lookup(const struct pkt *p, __u64 now)
 	return v;
 }
 
-/* flow_nat_port picks the next SNAT port to try: the client's own when it
- * is in range (as netfilter keeps it when it can), then a random one, then
- * the ones after it. */
+/* flow_nat_port picks the SNAT port of a flow's try-th attempt: the
+ * client's own first, as netfilter's NAT keeps it when it is free (a
+ * client reusing a port then reuses the backend's view of the connection,
+ * whose TIME_WAIT accepts the new SYN), then a random one of the range,
+ * then the ones after it. */
 static __always_inline __be16 flow_nat_port(__be16 client, int try, __u16 *last)
 {
 	__u16 span = nat_port_max - nat_port_min + 1, port;
 
-	if (try == 0 && bpf_ntohs(client) >= nat_port_min && bpf_ntohs(client) <= nat_port_max)
-		port = bpf_ntohs(client);
-	else if (try <= 1)
+	if (try == 0)
+		return client;
+	if (try == 1)
 		port = nat_port_min + bpf_get_prandom_u32() % span;
 	else
 		port = *last == nat_port_max ? nat_port_min : *last + 1;
@@ -163,28 +168,88 @@ static __always_inline __be16 flow_nat_port(__be16 client, int try, __u16 *last)
 	return bpf_htons(port);
 }
 
-/* flow_create's two new entries: too big for its stack frame beside the
- * callers'. */
-struct flow_spare {
-	struct flow_value orig;
-	struct flow_value reply;
-};
+/* flow_port_taken reports whether a socket of this node already owns the
+ * tuple a reply on rk would carry: a connection of the node's own, or a
+ * listener on that port. Such a port is never a flow's. */
+static __always_inline int flow_port_taken(struct __sk_buff *skb, const struct flow_key *rk)
+{
+	struct bpf_sock_tuple t = {};
+	struct bpf_sock *sk;
+	__u32 size;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct flow_spare);
-} flow_scratch SEC(".maps");
+	if (addr_is_v4(rk->saddr)) {
+		t.ipv4.saddr = addr_to_v4(rk->saddr);
+		t.ipv4.daddr = addr_to_v4(rk->daddr);
+		t.ipv4.sport = rk->sport;
+		t.ipv4.dport = rk->dport;
+		size = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, rk->saddr, 16);
+		__builtin_memcpy(t.ipv6.daddr, rk->daddr, 16);
+		t.ipv6.sport = rk->sport;
+		t.ipv6.dport = rk->dport;
+		size = sizeof(t.ipv6);
+	}
+	if (rk->proto == IPPROTO_TCP)
+		sk = bpf_skc_lookup_tcp(skb, &t, size, BPF_F_CURRENT_NETNS, 0);
+	else
+		sk = bpf_sk_lookup_udp(skb, &t, size, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	bpf_sk_release(sk);
+	return 1;
+}
+
+/* flow_reclaim frees the reply tuple rk when the flow holding it is over
+ * (expired, or its ORIG entry gone), so a new flow can take it at once
+ * instead of after the sweep: a busy client would otherwise run a SNAT
+ * range dry with flows that only wait for their timeout. */
+static __always_inline int flow_reclaim(const struct flow_key *rk, __u64 now)
+{
+	struct flow_value *r = bpf_map_lookup_elem(&flows, rk), *o;
+	struct flow_key ok;
+
+	if (!r || r->dir != FLOW_REPLY)
+		return 0;
+	flow_orig_key(&ok, rk, r);
+	o = bpf_map_lookup_elem(&flows, &ok);
+	if (o && o->dir == FLOW_ORIG && !flow_expired(o, rk->proto, now))
+		return 0;
+	if (o && o->dir == FLOW_ORIG)
+		bpf_map_delete_elem(&flows, &ok);
+	bpf_map_delete_elem(&flows, rk);
+	return 1;
+}
+
+/* flow_claim takes the reply tuple rk for the flow's REPLY entry r: 0
+ * when it did, -EEXIST (-17) when another live flow or a socket of the
+ * node (with snat: the tuple is the node's own) holds it, another error
+ * (the map is full) as the kernel gives it. A global function: the
+ * verifier checks it once, not for every try of the caller's loop. */
+__noinline int flow_claim(struct __sk_buff *skb, const struct flow_key *rk, const struct flow_value *r, int snat)
+{
+	__u64 now = bpf_ktime_get_ns();
+	int err;
+
+	if (!skb || !rk || !r)
+		return -22;
+	if (snat && flow_port_taken(skb, rk))
+		return -17;
+	err = bpf_map_update_elem(&flows, rk, r, BPF_NOEXIST);
+	if (err == -17 && flow_reclaim(rk, now))
+		err = bpf_map_update_elem(&flows, rk, r, BPF_NOEXIST);
+	return err;
+}
 
 /* flow_create starts the flow of p toward c's backend, SNATed to snat
  * when it is not NULL (a remote backend), and returns its ORIG entry. NULL
  * when the map is full or no SNAT port is free; the event says which.
  * When another CPU created the same flow first, its entry is returned. */
-static __noinline struct flow_value *flow_create(const struct pkt *p, const struct lb_choice *c, __u32 svc_id,
-						 const __u8 *snat, __u32 ifindex)
+static __noinline struct flow_value *flow_create(struct __sk_buff *skb, const struct pkt *p, const struct lb_choice *c,
+						 __u32 svc_id, const __u8 *snat)
 {
-	struct flow_spare *sc;
+	__u32 ifindex = skb->ingress_ifindex;
+	struct scratch_space *sc;
 	struct flow_value *o, *r;
 	struct flow_key ok, rk;
 	__u64 now = bpf_ktime_get_ns();
@@ -192,7 +257,7 @@ static __noinline struct flow_value *flow_create(const struct pkt *p, const stru
 	__u16 last = 0;
 	int err = -1, i;
 
-	sc = bpf_map_lookup_elem(&flow_scratch, &zero);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return NULL;
 	o = &sc->orig;
@@ -225,7 +290,7 @@ static __noinline struct flow_value *flow_create(const struct pkt *p, const stru
 		if (snat)
 			o->nat_port = flow_nat_port(p->sport, i, &last);
 		flow_reply_key(&rk, &ok, o);
-		err = bpf_map_update_elem(&flows, &rk, r, BPF_NOEXIST);
+		err = flow_claim(skb, &rk, r, snat != NULL);
 		if (err != -17 /* EEXIST */ || !snat)
 			break;
 	}

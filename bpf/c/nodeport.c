@@ -19,6 +19,7 @@
 #include "extlb.h"
 #include "flow.h"
 #include "fwd.h"
+#include "icmp.h"
 #include "pkt.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
@@ -42,11 +43,11 @@ static __noinline int send_orig(struct __sk_buff *skb, struct pkt *p, const stru
 {
 	struct fwd fw;
 
-	if (pkt_set_addr(skb, p, 1, f->addr, f->port) < 0)
+	if (pkt_set_addr(skb, p, 1, A16(f->addr), f->port) < 0)
 		return TC_ACT_SHOT;
 	if (!(f->flags & FLOW_F_SNAT))
 		return TC_ACT_OK;
-	if (pkt_set_addr(skb, p, 0, f->nat_addr, f->nat_port) < 0)
+	if (pkt_set_addr(skb, p, 0, A16(f->nat_addr), f->nat_port) < 0)
 		return TC_ACT_SHOT;
 	fwd_lookup(skb, &fw, p, p->saddr, p->daddr, p->sport, p->dport, skb->ingress_ifindex);
 	if (fwd_where(&fw) != FWD_DEVICE)
@@ -60,7 +61,7 @@ static __noinline int send_reply(struct __sk_buff *skb, struct pkt *p, const str
 {
 	struct fwd fw;
 
-	if (pkt_set_addr(skb, p, 0, r->nat_addr, r->nat_port) < 0 || pkt_set_addr(skb, p, 1, r->addr, r->port) < 0)
+	if (pkt_set_addr(skb, p, 0, A16(r->nat_addr), r->nat_port) < 0 || pkt_set_addr(skb, p, 1, A16(r->addr), r->port) < 0)
 		return TC_ACT_SHOT;
 	fwd_lookup(skb, &fw, p, p->saddr, p->daddr, p->sport, p->dport, skb->ingress_ifindex);
 	switch (fwd_where(&fw)) {
@@ -77,7 +78,7 @@ static __noinline int send_reply(struct __sk_buff *skb, struct pkt *p, const str
  * UDP flow to a backend that left moves to a live one, as kube-proxy
  * clears a removed endpoint's UDP conntrack entries; a TCP flow stays, as
  * conntrack keeps it. */
-static __always_inline int still_member(const struct flow_value *f)
+static __noinline int still_member(const struct flow_value *f)
 {
 	struct member_key mk = {};
 
@@ -87,21 +88,47 @@ static __always_inline int still_member(const struct flow_value *f)
 	return bpf_map_lookup_elem(&members, &mk) != NULL;
 }
 
-/* start_flow serves the first packet of a flow to a frontend, or drops it
- * as kube-proxy would: a source outside loadBalancerSourceRanges, no
- * endpoint, or externalTrafficPolicy Local with none here. */
-static __noinline int start_flow(struct __sk_buff *skb, struct pkt *p)
+/* start_flow starts the flow of the first packet to a frontend, returning
+ * FLOW_STARTED, or answers it as kube-proxy would: a source outside
+ * loadBalancerSourceRanges or externalTrafficPolicy Local with no endpoint
+ * here is dropped, a Service without endpoints rejected, anything else is
+ * left to the stack. The caller sends the packet on its new flow: with the
+ * verifier's 512 bytes for a whole call chain, sending from here would not
+ * fit. */
+#define FLOW_STARTED -1
+
+/* snat_toward says where the FIB sends p once DNATed to be: to this node
+ * (a local pod, or the node itself: only DNAT), or out through a device
+ * toward another node, whose address the flow is then SNATed to (*snat). */
+static __noinline enum fwd_where snat_toward(struct __sk_buff *skb, const struct pkt *p, const struct backend *be,
+					     const __u8 **snat)
+{
+	enum fwd_where where;
+	struct nat_dev *dev;
+	struct fwd fw;
+	__u32 oif;
+
+	fwd_lookup(skb, &fw, p, p->saddr, be->addr, p->sport, be->port, skb->ingress_ifindex);
+	where = fwd_where(&fw);
+	if (where != FWD_DEVICE)
+		return where;
+	oif = fw.fib.ifindex;
+	dev = bpf_map_lookup_elem(&nat_devs, &oif);
+	if (!dev)
+		return FWD_NONE;
+	*snat = p->is6 ? dev->addr6 : dev->addr4;
+	return FWD_DEVICE;
+}
+
+__noinline int start_flow(struct __sk_buff *skb, struct pkt *p)
 {
 	struct lb_choice c = {};
 	struct svc_key key;
 	struct svc_value sv;
 	struct flow_value *f;
-	struct nat_dev *dev;
 	const __u8 *snat = NULL;
-	struct fwd fw;
-	__u32 oif;
 
-	if (!extlb_frontend(p, &key, &sv))
+	if (!skb || !p || !extlb_frontend(p, &key, &sv))
 		return TC_ACT_OK;
 	if (!extlb_src_allowed(&sv, p->saddr))
 		return drop(FLOW_EV_SRC_RANGE);
@@ -109,32 +136,91 @@ static __noinline int start_flow(struct __sk_buff *skb, struct pkt *p)
 	case LB_XLATED:
 		break;
 	case LB_UNREACH:
+		/* externalTrafficPolicy Local, no endpoint here: kube-proxy
+		 * DROPs, and so the healthCheckNodePort answers 503. */
 		return drop(FLOW_EV_POLICY_DROP);
 	default:
-		return drop(FLOW_EV_NO_ENDPOINT);
+		flow_event(FLOW_EV_NO_ENDPOINT);
+		return icmp_reject(skb, p);
 	}
-	fwd_lookup(skb, &fw, p, p->saddr, c.be.addr, p->sport, c.be.port, skb->ingress_ifindex);
-	switch (fwd_where(&fw)) {
+	switch (snat_toward(skb, p, &c.be, &snat)) {
 	case FWD_NONE:
 		return drop(FLOW_EV_NO_ROUTE);
 	case FWD_DEVICE:
-		oif = fw.fib.ifindex;
-		dev = bpf_map_lookup_elem(&nat_devs, &oif);
-		if (!dev)
-			return drop(FLOW_EV_NO_ROUTE);
-		snat = p->is6 ? dev->addr6 : dev->addr4;
 		/* The device has no address of this family to SNAT to. */
-		if (addr_is_unset(snat))
+		if (!snat || addr_is_unset(snat))
 			return drop(FLOW_EV_NO_ROUTE);
 		break;
 	default:
-		break;
+		snat = NULL;
 	}
-	f = flow_create(p, &c, sv.svc_id, snat, skb->ingress_ifindex);
+	f = flow_create(skb, p, &c, sv.svc_id, snat);
 	if (!f || f->dir != FLOW_ORIG)
 		return TC_ACT_SHOT;
 	lb_count(f->backend_id, LB_COUNT_CONNECT);
-	return send_orig(skb, p, f);
+	return FLOW_STARTED;
+}
+
+/* end_flow removes p's flow f (a UDP flow whose backend left, to move it
+ * to a live one). */
+static __noinline void end_flow(struct pkt *p, struct flow_value *f)
+{
+	struct flow_key k;
+
+	flow_key_of(&k, p);
+	flow_forget(&k, f);
+}
+
+/* icmp_from_netdev translates an ICMP error that arrived about a flow:
+ * from the backend's side about a SNATed packet (q was node:port ->
+ * backend), it goes to the client as if about the packet the client sent;
+ * from the client's side about a reply (q was frontend -> client), it goes
+ * to the backend as if about the packet the backend sent. */
+__noinline int icmp_from_netdev(struct __sk_buff *skb, struct pkt *outer)
+{
+	struct flow_value *f;
+	struct pkt qp, *q = &qp;
+	__u8 peer[16];
+	struct fwd fw;
+	int snat;
+
+	if (!skb || !outer || pkt_quote(skb, outer, q) != PKT_OK)
+		return TC_ACT_OK;
+	f = icmp_flow(q, bpf_ktime_get_ns());
+	if (!f)
+		return TC_ACT_OK;
+	snat = f->flags & FLOW_F_SNAT;
+	if (f->dir == FLOW_REPLY) {
+		if (!snat)
+			return TC_ACT_OK;
+		__builtin_memcpy(peer, q->daddr, 16); /* the backend */
+		if (pkt_set_addr(skb, q, 0, A16(f->addr), f->port) < 0 || pkt_set_addr(skb, q, 1, A16(f->nat_addr), f->nat_port) < 0)
+			return TC_ACT_SHOT;
+		if (addr_eq(outer->saddr, peer) && pkt_set_ip(skb, outer, 0, A16(f->nat_addr)) < 0)
+			return TC_ACT_SHOT;
+		if (pkt_set_ip(skb, outer, 1, A16(f->addr)) < 0)
+			return TC_ACT_SHOT;
+	} else {
+		if (pkt_set_addr(skb, q, 0, A16(f->addr), f->port) < 0)
+			return TC_ACT_SHOT;
+		if (snat && pkt_set_addr(skb, q, 1, A16(f->nat_addr), f->nat_port) < 0)
+			return TC_ACT_SHOT;
+		if (snat && pkt_set_ip(skb, outer, 0, A16(f->nat_addr)) < 0)
+			return TC_ACT_SHOT;
+		if (pkt_set_ip(skb, outer, 1, A16(f->addr)) < 0)
+			return TC_ACT_SHOT;
+		if (!snat)
+			return TC_ACT_OK;
+	}
+	fwd_lookup(skb, &fw, outer, outer->saddr, outer->daddr, 0, 0, skb->ingress_ifindex);
+	switch (fwd_where(&fw)) {
+	case FWD_NONE:
+		return drop(FLOW_EV_NO_ROUTE);
+	case FWD_LOCAL:
+		return TC_ACT_OK;
+	default:
+		return fwd_redirect(skb, &fw);
+	}
 }
 
 SEC("tc")
@@ -144,38 +230,76 @@ int socklb_from_netdev(struct __sk_buff *skb)
 	struct pkt p;
 	__u64 now;
 
-	if (pkt_parse(skb, &p) != PKT_OK)
+	switch (pkt_parse(skb, &p)) {
+	case PKT_OK:
+		break;
+	case PKT_ICMP_ERR:
+		return icmp_from_netdev(skb, &p);
+	default:
 		return TC_ACT_OK;
+	}
 	now = bpf_ktime_get_ns();
 	f = flow_lookup(&p, now);
-	if (!f)
-		return start_flow(skb, &p);
-	if (f->dir == FLOW_REPLY)
+	if (f && f->dir == FLOW_REPLY)
 		return (f->flags & FLOW_F_SNAT) ? send_reply(skb, &p, f) : TC_ACT_OK;
-	if (p.proto == IPPROTO_UDP && !still_member(f)) {
-		struct flow_key k;
+	if (f && p.proto == IPPROTO_UDP && !still_member(f)) {
+		end_flow(&p, f);
+		f = NULL;
+	}
+	if (!f) {
+		int v = start_flow(skb, &p);
 
-		flow_key_of(&k, &p);
-		flow_forget(&k, f);
-		return start_flow(skb, &p);
+		if (v != FLOW_STARTED)
+			return v;
+		f = flow_lookup(&p, now);
+		if (!f || f->dir != FLOW_ORIG)
+			return TC_ACT_SHOT;
 	}
 	return send_orig(skb, &p, f);
 }
 
 /* A local backend's reply leaves through the device it would have left by
  * without socklb; its source goes back to the frontend the client asked. */
+/* icmp_to_netdev translates an error a local backend (or its node) sends
+ * a client about the client's packet (q was client -> backend): the
+ * client sees it about the packet it sent, to the frontend. */
+__noinline int icmp_to_netdev(struct __sk_buff *skb, struct pkt *outer)
+{
+	struct flow_value *r;
+	struct pkt qp, *q = &qp;
+	__u8 backend[16];
+
+	if (!skb || !outer || pkt_quote(skb, outer, q) != PKT_OK)
+		return TC_ACT_OK;
+	r = icmp_flow(q, bpf_ktime_get_ns());
+	if (!r || r->dir != FLOW_REPLY || (r->flags & FLOW_F_SNAT))
+		return TC_ACT_OK;
+	__builtin_memcpy(backend, q->daddr, 16);
+	if (pkt_set_addr(skb, q, 1, A16(r->nat_addr), r->nat_port) < 0)
+		return TC_ACT_SHOT;
+	if (addr_eq(outer->saddr, backend) && pkt_set_ip(skb, outer, 0, A16(r->nat_addr)) < 0)
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
+
 SEC("tc")
 int socklb_to_netdev(struct __sk_buff *skb)
 {
 	struct flow_value *r;
 	struct pkt p;
 
-	if (pkt_parse(skb, &p) != PKT_OK)
+	switch (pkt_parse(skb, &p)) {
+	case PKT_OK:
+		break;
+	case PKT_ICMP_ERR:
+		return icmp_to_netdev(skb, &p);
+	default:
 		return TC_ACT_OK;
+	}
 	r = flow_lookup(&p, bpf_ktime_get_ns());
 	if (!r || r->dir != FLOW_REPLY || (r->flags & FLOW_F_SNAT))
 		return TC_ACT_OK;
-	if (pkt_set_addr(skb, &p, 0, r->nat_addr, r->nat_port) < 0)
+	if (pkt_set_addr(skb, &p, 0, A16(r->nat_addr), r->nat_port) < 0)
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;
 }

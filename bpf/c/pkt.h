@@ -27,10 +27,20 @@
 
 enum pkt_parse {
 	PKT_OK = 0,
-	PKT_OTHER = 1, /* not TCP or UDP over IPv4/IPv6 (or a fragment): not ours */
-	PKT_BAD = 2,   /* truncated headers */
+	PKT_OTHER = 1,	   /* not TCP or UDP over IPv4/IPv6 (or a fragment): not ours */
+	PKT_BAD = 2,	   /* truncated headers */
+	PKT_ICMP_ERR = 3,  /* an ICMP error: p is the packet it quotes (icmp.h) */
 };
 
+/* How a packet's L4 checksum covers its addresses. */
+enum pkt_csum {
+	PKT_CSUM_PSEUDO = 0, /* through a pseudo-header: TCP, UDP, ICMPv6 */
+	PKT_CSUM_NONE = 1,   /* not at all: ICMPv4, or a quoted IPv4 header (its own checksum absorbs it) */
+	PKT_CSUM_DATA = 2,   /* as plain data: a quoted IPv6 header inside ICMPv6 */
+};
+
+/* A view of one IP packet in the skb: the packet itself, or the one an
+ * ICMP error quotes (then its checksum is the ICMP message's). */
 struct pkt {
 	__u8 saddr[16]; /* IPv4 v4-mapped, as the maps store it */
 	__u8 daddr[16];
@@ -39,22 +49,30 @@ struct pkt {
 	__u8 proto;
 	__u8 is6;
 	__u8 tcp_flags;
-	__u8 pad;
+	__u8 addr_csum; /* enum pkt_csum */
+	__u32 l3_off;
 	__u32 l4_off;
-	__u32 csum_off; /* the L4 checksum's offset */
+	__u32 csum_off; /* the checksum covering the ports (and maybe addresses) */
+	__u32 csum_flags;
 };
 
-/* pkt_parse reads the packet's 5-tuple. IPv4 fragments are left alone:
- * only the first holds the ports, and translating it alone would split the
- * datagram between two destinations. IPv6 extension headers likewise. */
-static __always_inline enum pkt_parse pkt_parse(struct __sk_buff *skb, struct pkt *p)
-{
-	__u16 ports[2];
+/* ICMP types that quote the packet they are about. */
+#define PKT_ICMP_DEST_UNREACH 3
+#define PKT_ICMP_TIME_EXCEEDED 11
+#define PKT_ICMP_PARAMETERPROB 12
+#define PKT_ICMPV6_DEST_UNREACH 1
+#define PKT_ICMPV6_PKT_TOOBIG 2
+#define PKT_ICMPV6_TIME_EXCEED 3
+#define PKT_ICMPV6_PARAMPROB 4
 
-	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+/* pkt_l3 reads the IP header at off into p. */
+static __always_inline enum pkt_parse pkt_l3(struct __sk_buff *skb, struct pkt *p, __u32 off)
+{
+	p->l3_off = off;
+	if (!p->is6) {
 		struct iphdr ip;
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
+		if (bpf_skb_load_bytes(skb, off, &ip, sizeof(ip)) < 0)
 			return PKT_BAD;
 		if (ip.ihl < 5)
 			return PKT_BAD;
@@ -63,34 +81,30 @@ static __always_inline enum pkt_parse pkt_parse(struct __sk_buff *skb, struct pk
 		addr_from_v4(p->saddr, ip.saddr);
 		addr_from_v4(p->daddr, ip.daddr);
 		p->proto = ip.protocol;
-		p->is6 = 0;
-		p->l4_off = ETH_HLEN + ip.ihl * 4;
-	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		p->l4_off = off + ip.ihl * 4;
+	} else {
 		struct ipv6hdr ip6;
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
+		if (bpf_skb_load_bytes(skb, off, &ip6, sizeof(ip6)) < 0)
 			return PKT_BAD;
 		__builtin_memcpy(p->saddr, &ip6.saddr, 16);
 		__builtin_memcpy(p->daddr, &ip6.daddr, 16);
 		p->proto = ip6.nexthdr;
-		p->is6 = 1;
-		p->l4_off = ETH_HLEN + sizeof(ip6);
-	} else {
-		return PKT_OTHER;
+		p->l4_off = off + sizeof(ip6);
 	}
-	switch (p->proto) {
-	case IPPROTO_TCP:
-		p->csum_off = p->l4_off + offsetof(struct tcphdr, check);
-		if (bpf_skb_load_bytes(skb, p->l4_off + 13, &p->tcp_flags, 1) < 0)
-			return PKT_BAD;
-		break;
-	case IPPROTO_UDP:
-		p->csum_off = p->l4_off + offsetof(struct udphdr, check);
+	return PKT_OK;
+}
+
+/* pkt_ports reads a TCP or UDP header's ports (and TCP's flags). */
+static __always_inline enum pkt_parse pkt_ports(struct __sk_buff *skb, struct pkt *p)
+{
+	__u16 ports[2];
+
+	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+		return PKT_OTHER;
+	/* A quoted TCP header may stop after 8 bytes, before the flags. */
+	if (p->proto != IPPROTO_TCP || bpf_skb_load_bytes(skb, p->l4_off + 13, &p->tcp_flags, 1) < 0)
 		p->tcp_flags = 0;
-		break;
-	default:
-		return PKT_OTHER;
-	}
 	if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0)
 		return PKT_BAD;
 	p->sport = ports[0];
@@ -98,53 +112,139 @@ static __always_inline enum pkt_parse pkt_parse(struct __sk_buff *skb, struct pk
 	return PKT_OK;
 }
 
-/* An IPv4 UDP checksum of 0 means "none": it stays 0, and a computed 0 is
- * sent as 0xffff. TCP and IPv6 UDP always have one. */
-static __always_inline __u64 pkt_csum_flags(const struct pkt *p)
+/* pkt_is_icmp_err tells ICMP errors, which quote a packet, from the rest. */
+static __always_inline int pkt_is_icmp_err(struct __sk_buff *skb, const struct pkt *p)
 {
-	return p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	__u8 type;
+
+	if (p->proto != (p->is6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		return 0;
+	if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
+		return 0;
+	if (p->is6)
+		return type >= PKT_ICMPV6_DEST_UNREACH && type <= PKT_ICMPV6_PARAMPROB;
+	return type == PKT_ICMP_DEST_UNREACH || type == PKT_ICMP_TIME_EXCEEDED || type == PKT_ICMP_PARAMETERPROB;
 }
 
-/* pkt_set_addr sets the source (dst 0) or destination (dst 1) address
- * and port of p to addr:port, updating the IPv4 header checksum and the
- * L4 checksum (whose pseudo-header holds the addresses), and p itself. */
-static __noinline int pkt_set_addr(struct __sk_buff *skb, struct pkt *p, int dst, const __u8 addr[16], __be16 port)
+/* pkt_parse reads the packet's 5-tuple. IPv4 fragments are left alone:
+ * only the first holds the ports, and translating it alone would split the
+ * datagram between two destinations. IPv6 extension headers likewise. An
+ * ICMP error is read as its outer packet (addresses only): pkt_quote reads
+ * the packet it quotes. */
+static __always_inline enum pkt_parse pkt_parse(struct __sk_buff *skb, struct pkt *p)
 {
-	__u8 *cur = dst ? p->daddr : p->saddr;
-	__be16 *cur_port = dst ? &p->dport : &p->sport;
-	__u64 fl = pkt_csum_flags(p);
+	enum pkt_parse r;
 
-	if (!addr_eq(cur, addr)) {
-		if (!p->is6) {
-			__be32 from = addr_to_v4(cur), to = addr_to_v4(addr);
-			__u32 off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
-
-			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, fl | BPF_F_PSEUDO_HDR | 4) < 0)
-				return -1;
-			if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), from, to, 4) < 0)
-				return -1;
-			if (bpf_skb_store_bytes(skb, off, &to, 4, 0) < 0)
-				return -1;
-		} else {
-			__u32 off = ETH_HLEN + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
-			__u8 from[16];
-			__s64 diff;
-
-			__builtin_memcpy(from, cur, 16);
-			diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)addr, 16, 0);
-			if (diff < 0)
-				return -1;
-			if (bpf_l4_csum_replace(skb, p->csum_off, 0, diff, fl | BPF_F_PSEUDO_HDR) < 0)
-				return -1;
-			if (bpf_skb_store_bytes(skb, off, addr, 16, 0) < 0)
-				return -1;
-		}
-		__builtin_memcpy(cur, addr, 16);
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		p->is6 = 0;
+	else if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		p->is6 = 1;
+	else
+		return PKT_OTHER;
+	r = pkt_l3(skb, p, ETH_HLEN);
+	if (r != PKT_OK)
+		return r;
+	if (pkt_is_icmp_err(skb, p)) {
+		p->csum_off = p->l4_off + 2;
+		p->csum_flags = 0;
+		p->addr_csum = p->is6 ? PKT_CSUM_PSEUDO : PKT_CSUM_NONE;
+		return PKT_ICMP_ERR;
 	}
+	r = pkt_ports(skb, p);
+	if (r != PKT_OK)
+		return r;
+	p->csum_off = p->l4_off + (p->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check) : offsetof(struct udphdr, check));
+	/* An IPv4 UDP checksum of 0 means "none": it stays 0, and a computed
+	 * 0 is sent as 0xffff. TCP and IPv6 UDP always have one. */
+	p->csum_flags = p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	p->addr_csum = PKT_CSUM_PSEUDO;
+	return PKT_OK;
+}
+
+/* pkt_quote reads the TCP or UDP packet the ICMP error outer quotes into q,
+ * whose checksum is then the ICMP message's. */
+static __always_inline enum pkt_parse pkt_quote(struct __sk_buff *skb, const struct pkt *outer, struct pkt *q)
+{
+	enum pkt_parse r;
+
+	q->is6 = outer->is6;
+	/* The quoted packet follows the 8-byte ICMP header. */
+	r = pkt_l3(skb, q, outer->l4_off + 8);
+	if (r == PKT_OK)
+		r = pkt_ports(skb, q);
+	if (r != PKT_OK)
+		return r;
+	q->csum_off = outer->csum_off;
+	q->csum_flags = 0;
+	q->addr_csum = q->is6 ? PKT_CSUM_DATA : PKT_CSUM_NONE;
+	return PKT_OK;
+}
+
+/* pkt_set_ip sets p's source (dst 0) or destination (dst 1) address,
+ * updating the IPv4 header's checksum and the checksum that covers the
+ * address (p->addr_csum), and p itself. */
+__noinline int pkt_set_ip(struct __sk_buff *skb, struct pkt *p, int dst, const struct addr16 *a)
+{
+	const __u8 *addr;
+	__u8 *cur;
+	__u64 pseudo;
+
+	/* A global function: the verifier checks it once, not at every call,
+	 * and cannot assume its pointers are set. */
+	if (!skb || !p || !a)
+		return -1;
+	addr = a->b;
+	cur = dst ? p->daddr : p->saddr;
+	pseudo = p->addr_csum == PKT_CSUM_PSEUDO ? BPF_F_PSEUDO_HDR : 0;
+
+	if (addr_eq(cur, addr))
+		return 0;
+	if (!p->is6) {
+		__be32 from = addr_to_v4(cur), to = addr_to_v4(addr);
+		__u32 off = p->l3_off + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+
+		if (p->addr_csum != PKT_CSUM_NONE &&
+		    bpf_l4_csum_replace(skb, p->csum_off, from, to, p->csum_flags | pseudo | 4) < 0)
+			return -1;
+		if (bpf_l3_csum_replace(skb, p->l3_off + offsetof(struct iphdr, check), from, to, 4) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, off, &to, 4, 0) < 0)
+			return -1;
+	} else {
+		__u32 off = p->l3_off + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
+		__u8 from[16];
+		__s64 diff;
+
+		__builtin_memcpy(from, cur, 16);
+		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)addr, 16, 0);
+		if (diff < 0)
+			return -1;
+		if (p->addr_csum != PKT_CSUM_NONE &&
+		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, p->csum_flags | pseudo) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, off, addr, 16, 0) < 0)
+			return -1;
+	}
+	__builtin_memcpy(cur, addr, 16);
+	return 0;
+}
+
+/* pkt_set_addr sets p's source (dst 0) or destination (dst 1) address
+ * and port to addr:port, with their checksums. */
+__noinline int pkt_set_addr(struct __sk_buff *skb, struct pkt *p, int dst, const struct addr16 *addr, __be16 port)
+{
+	__be16 *cur_port;
+
+	if (!skb || !p || !addr)
+		return -1;
+	cur_port = dst ? &p->dport : &p->sport;
+
+	if (pkt_set_ip(skb, p, dst, addr) < 0)
+		return -1;
 	if (*cur_port != port) {
 		__u32 off = p->l4_off + (dst ? 2 : 0);
 
-		if (bpf_l4_csum_replace(skb, p->csum_off, *cur_port, port, fl | 2) < 0)
+		if (bpf_l4_csum_replace(skb, p->csum_off, *cur_port, port, p->csum_flags | 2) < 0)
 			return -1;
 		if (bpf_skb_store_bytes(skb, off, &port, 2, 0) < 0)
 			return -1;

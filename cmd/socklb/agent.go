@@ -133,6 +133,12 @@ func runAgent(f agentFlags) error {
 		Version: version, Revision: vcsRevision(),
 		NodePortAddresses: f.nodePortAddresses.prefixes, NodePortPrimary: f.nodePortAddresses.primary,
 		ExternalIPCIDRs: f.externalIPCIDRs,
+		// The agent's own network namespace: the node's, in a hostNetwork pod.
+		AddressEvents: func(ctx context.Context, changed func()) {
+			host.WatchAddresses(ctx, changed, func(err error) {
+				log.Warn("following interface addresses; a new address serves NodePorts at the next API change until this recovers", "err", err)
+			})
+		},
 	}
 	if f.packetLB {
 		cfg.Packets, cfg.Devices = dp, f.devices

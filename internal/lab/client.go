@@ -19,12 +19,22 @@ import (
 // Result is what labclient prints; see package wire.
 type Result = wire.Result
 
-// Client is a client network namespace of the lab.
+// Client is a network namespace to run labclient in: a client namespace of
+// a Lab, or any machine of a MultiNode (its outside, a node, a pod).
 type Client struct {
-	Name  string     // "cli", or the name given to AddClient
-	NetNS string     // name for `ip netns exec`
-	IP    netip.Addr // 10.244.0.<k>
-	IPv6  netip.Addr // fd00::1, or fd00::ffff:<k>; configured only if some pod has IPv6
+	Name  string // Lab: "cli" or the name given to AddClient; MultiNode: "out", "n1", "n1-p1"
+	NetNS string // name for `ip netns exec`
+
+	// Lab: 10.244.0.<k>, and fd00::1 or fd00::ffff:<k> (configured only if
+	// some pod has IPv6). MultiNode: the machine's own addresses.
+	IP   netip.Addr
+	IPv6 netip.Addr
+}
+
+// Client runs labclient inside the pod's namespace, with the pod's
+// addresses as its own: a pod as the client of a Service.
+func (p *Pod) Client() *Client {
+	return &Client{Name: p.Name, NetNS: p.NetNS, IP: p.IP, IPv6: p.IPv6}
 }
 
 // LabclientEnv names an environment variable that, if set, is the path of a

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -35,7 +34,7 @@ type Config struct {
 // Pod is a pod of a running lab: a network namespace and its servers.
 type Pod struct {
 	Name  string
-	Index int    // 1-based, as in the namespace name sl-<pid>-<n>-pod<Index>
+	Index int    // 1-based: sl-<pid>-<n>-pod<Index> in a Lab, ...-n<i>-p<Index> in a MultiNode
 	NetNS string // name for `ip netns exec`
 	IP    netip.Addr
 	IPv6  netip.Addr // zero if the pod has no IPv6 address
@@ -60,11 +59,7 @@ type Lab struct {
 	mu      sync.Mutex
 	pods    []*Pod
 	clients []*Client
-	undo    []func() error // run in reverse by Close
-	closed  bool
-
-	closeOnce sync.Once
-	closeErr  error
+	td      teardown
 }
 
 var labSeq atomic.Int64
@@ -119,7 +114,7 @@ func New(cfg Config) (l *Lab, err error) {
 				return l, fmt.Errorf("lab: pod %s: bad IPv6 address %q", ps.Name, ps.IPv6)
 			}
 		}
-		if err := l.addNetNS(p.NetNS); err != nil {
+		if err := addNetNS(&l.td, p.NetNS); err != nil {
 			return l, err
 		}
 		l.pods = append(l.pods, p)
@@ -128,29 +123,6 @@ func New(cfg Config) (l *Lab, err error) {
 		return l, err
 	}
 	return l, nil
-}
-
-// addNetNS creates a namespace, brings its lo up, and registers its removal.
-func (l *Lab) addNetNS(name string) error {
-	if err := ip("netns", "add", name); err != nil {
-		return err
-	}
-	del := func() error { return ip("netns", "del", name) }
-	if err := l.push(del); err != nil {
-		return errors.Join(err, del())
-	}
-	if err := ip("-n", name, "link", "set", "lo", "up"); err != nil {
-		return err
-	}
-	// Belt and braces: a fresh namespace has no routes, but make sure.
-	out, err := ipOut("-n", name, "route", "show", "default")
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(out) != "" {
-		return fmt.Errorf("lab: netns %s unexpectedly has a default route: %s", name, out)
-	}
-	return nil
 }
 
 // AddClient creates another client namespace joined to every pod by its own
@@ -163,11 +135,10 @@ func (l *Lab) AddClient(name string) (*Client, error) {
 	}
 	l.addMu.Lock()
 	defer l.addMu.Unlock()
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	if l.td.isClosed() {
 		return nil, errors.New("lab: closed")
 	}
+	l.mu.Lock()
 	for _, c := range l.clients {
 		if c.Name == name {
 			l.mu.Unlock()
@@ -186,7 +157,7 @@ func (l *Lab) AddClient(name string) (*Client, error) {
 	} else {
 		c.IPv6 = netip.MustParseAddr(fmt.Sprintf("fd00::ffff:%x", k))
 	}
-	if err := l.addNetNS(c.NetNS); err != nil {
+	if err := addNetNS(&l.td, c.NetNS); err != nil {
 		return nil, err
 	}
 	for _, p := range l.pods {
@@ -294,44 +265,5 @@ func (l *Lab) Close() error {
 	if l == nil {
 		return nil
 	}
-	l.closeOnce.Do(func() {
-		l.mu.Lock()
-		l.closed = true
-		undo := l.undo
-		l.undo = nil
-		l.mu.Unlock()
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			if err := undo[i](); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		l.closeErr = errors.Join(errs...)
-	})
-	return l.closeErr
-}
-
-// push registers an undo step for Close.
-func (l *Lab) push(f func() error) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return errors.New("lab: closed")
-	}
-	l.undo = append(l.undo, f)
-	return nil
-}
-
-// ip runs iproute2's ip with args.
-func ip(args ...string) error {
-	_, err := ipOut(args...)
-	return err
-}
-
-func ipOut(args ...string) (string, error) {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
+	return l.td.close()
 }

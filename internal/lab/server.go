@@ -92,15 +92,11 @@ type Servers struct {
 // Config.UDPPort in the pod's namespace, listening on all of the pod's
 // addresses (IPv4 and IPv6).
 func (l *Lab) StartServers(pod string) (*Servers, error) {
-	t, err := l.StartServer(pod, "tcp", l.cfg.TCPPort)
-	if err != nil {
-		return nil, err
+	p := l.Pod(pod)
+	if p == nil {
+		return nil, fmt.Errorf("lab: no pod %q", pod)
 	}
-	u, err := l.StartServer(pod, "udp", l.cfg.UDPPort)
-	if err != nil {
-		return nil, errors.Join(err, t.Close())
-	}
-	return &Servers{TCP: t, UDP: u}, nil
+	return startServers(p, l.cfg.TCPPort, l.cfg.UDPPort, &l.td)
 }
 
 // StartAllServers runs StartServers for every pod.
@@ -120,6 +116,25 @@ func (l *Lab) StartServer(pod, proto string, port int) (*Server, error) {
 	if p == nil {
 		return nil, fmt.Errorf("lab: no pod %q", pod)
 	}
+	return startServer(p, proto, port, &l.td)
+}
+
+// startServers starts a TCP and a UDP server in p; td stops them.
+func startServers(p *Pod, tcpPort, udpPort int, td *teardown) (*Servers, error) {
+	t, err := startServer(p, "tcp", tcpPort, td)
+	if err != nil {
+		return nil, err
+	}
+	u, err := startServer(p, "udp", udpPort, td)
+	if err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	return &Servers{TCP: t, UDP: u}, nil
+}
+
+// startServer starts one server in p's namespace; td stops it.
+func startServer(p *Pod, proto string, port int, td *teardown) (*Server, error) {
+	pod := p.Name
 	s := &Server{Pod: pod, Proto: proto, Port: port, peers: map[netip.Addr]int64{}}
 	addr := fmt.Sprintf(":%d", port) // all addresses, IPv4 and IPv6
 	err := InNetNS(p.NetNS, func() error {
@@ -137,7 +152,7 @@ func (l *Lab) StartServer(pod, proto string, port int) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: start %s server in %s: %w", proto, pod, err)
 	}
-	if err := l.push(s.Close); err != nil {
+	if err := td.push(s.Close); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	p.mu.Lock()
@@ -188,9 +203,12 @@ func (s *Server) serveUDP() {
 
 // Counts sums, per pod, the Count of its servers of protocol proto ("tcp" or
 // "udp"). Every pod appears, with 0 if it got nothing.
-func (l *Lab) Counts(proto string) map[string]int64 {
+func (l *Lab) Counts(proto string) map[string]int64 { return counts(l.Pods(), proto) }
+
+// counts sums the Count of each pod's servers of protocol proto.
+func counts(pods []*Pod, proto string) map[string]int64 {
 	out := map[string]int64{}
-	for _, p := range l.Pods() {
+	for _, p := range pods {
 		out[p.Name] += 0
 		for _, s := range p.Servers() {
 			if s.Proto == proto {
@@ -202,8 +220,29 @@ func (l *Lab) Counts(proto string) map[string]int64 {
 }
 
 // ResetCounts zeroes every server's counters.
-func (l *Lab) ResetCounts() {
-	for _, p := range l.Pods() {
+func (l *Lab) ResetCounts() { resetCounts(l.Pods()) }
+
+// peers merges, per pod, the Peers of its servers of protocol proto.
+func peers(pods []*Pod, proto string) map[string]map[netip.Addr]int64 {
+	out := map[string]map[netip.Addr]int64{}
+	for _, p := range pods {
+		for _, s := range p.Servers() {
+			if s.Proto != proto {
+				continue
+			}
+			for a, n := range s.Peers() {
+				if out[p.Name] == nil {
+					out[p.Name] = map[netip.Addr]int64{}
+				}
+				out[p.Name][a] += n
+			}
+		}
+	}
+	return out
+}
+
+func resetCounts(pods []*Pod) {
+	for _, p := range pods {
 		for _, s := range p.Servers() {
 			s.Reset()
 		}

@@ -12,7 +12,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -61,6 +63,10 @@ type Agent struct {
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
+	// remote is the other nodes' NodePort addresses.
+	remote remoteNodes
+	// lastAddrs is this node's interface addresses at the last sync.
+	lastAddrs []netip.Addr
 
 	// snapMu orders the snapshots taken to count pending changes with the
 	// one each sync takes, so "pending" is always relative to what the last
@@ -76,6 +82,9 @@ type Agent struct {
 	// afterSync, if set, is called at the end of each sync (tests).
 	afterSync func(ok bool)
 	first     firstSync
+	// synced is set once the first sync is done: address events count
+	// from then on (followAddresses).
+	synced atomic.Bool
 	// devices is what the per-packet path serves since the last
 	// refreshDevices that succeeded (devicesOK).
 	devices   []datapath.Device
@@ -103,9 +112,8 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 		retryMax = max(DefaultRetryMax, retryMin)
 	}
 	kick := make(chan struct{}, 1)
-	changed := func() {
+	queue := func() {
 		now := time.Now()
-		a.first.sourceReady(now)
 		a.health.Queued(now)
 		a.metrics.queued(now)
 		select {
@@ -113,8 +121,20 @@ func (a *Agent) Run(ctx context.Context, src source.Source) error {
 		default:
 		}
 	}
+	changed := func() {
+		a.first.sourceReady(time.Now())
+		queue()
+	}
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- src.Run(ctx, changed) }()
+	// The address subscription ends with Run, however Run ends.
+	addrCtx, stopAddrs := context.WithCancel(ctx)
+	var addrsDone sync.WaitGroup
+	defer addrsDone.Wait()
+	defer stopAddrs()
+	if a.cfg.AddressEvents != nil {
+		addrsDone.Go(func() { a.followAddresses(addrCtx, queue) })
+	}
 	if a.cfg.Pins != nil {
 		go a.watchPins(ctx)
 	}
@@ -200,13 +220,14 @@ func (a *Agent) sync(full bool) bool {
 		a.logFirstSync(r, res, done)
 	}
 
-	if r.full {
+	remoteOK := a.setRemoteNodes()
+	if r.full || r.addrsChanged {
 		a.refreshDevices()
 	}
 	a.cfg.HealthChecks.Sync(r.checks)
 	a.observeProgramming(r.triggers, r.state, res, done)
 	a.health.SyncNode(r.node)
-	ok := len(res.Failed) == 0
+	ok := len(res.Failed) == 0 && remoteOK
 	if ok {
 		a.health.Updated(start)
 	} else {
@@ -226,6 +247,7 @@ func (a *Agent) sync(full bool) bool {
 	if res.Switched != "" {
 		a.log.Info("migration finished", "migration", res.Switched)
 	}
+	a.synced.Store(true)
 	if a.afterSync != nil {
 		a.afterSync(ok)
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -52,12 +53,25 @@ type Config struct {
 	// added to every snapshot: --nodeport-addresses (prefixes and the
 	// keyword primary), --external-ip-cidrs, and the interface addresses,
 	// read at every sync so a new address is picked up with the next
-	// change (nil LocalAddresses: host.LocalAddresses).
+	// sync (nil LocalAddresses: host.LocalAddresses; AddressEvents makes
+	// an address change a sync of its own).
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
 	ExternalIPCIDRs   []netip.Prefix
 	LocalAddresses    func() ([]netip.Addr, error)
+	// AddressEvents, if set, follows the interface addresses: it runs
+	// until ctx is done and calls changed after each change
+	// (host.WatchAddresses). The agent then syncs within
+	// AddressDebounce, so a new address serves NodePorts without waiting
+	// for an API change. Nil: the addresses are read at the syncs API
+	// changes cause.
+	AddressEvents func(ctx context.Context, changed func())
 }
+
+// AddressDebounce gathers a burst of address events (an interface coming
+// up with several addresses) into one sync: at most one per interval, the
+// first at most this long after the first event.
+const AddressDebounce = 100 * time.Millisecond
 
 // DatapathReader is what /metrics reads of the datapath, from the maps it
 // holds: nothing is reopened per scrape.

@@ -43,8 +43,13 @@ func (a *Agent) refreshDevices() {
 	names := a.cfg.Devices
 	var err error
 	if len(names) == 0 {
-		if names, err = host.DevicesCarrying(addrs); err == nil && len(names) == 0 {
-			err = fmt.Errorf("no device carries this node's NodePort addresses %v: name them with --devices", addrs)
+		// The Node object's addresses, not every interface's: a pod
+		// bridge's address is one NodePorts answer on from this node,
+		// but packets from other machines do not come in there.
+		in.LocalAddresses = nil
+		own := servicemap.NodePortAddresses(in)
+		if names, err = host.DevicesCarrying(own); err == nil && len(names) == 0 {
+			err = fmt.Errorf("no Ethernet device carries this node's addresses %v (its Node object's, through --nodeport-addresses): name the devices with --devices", own)
 		}
 	}
 	var devs []host.Device

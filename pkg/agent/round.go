@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,12 +29,17 @@ type round struct {
 	node     *corev1.Node
 	triggers map[types.NamespacedName][]time.Time
 	changes  changeCount
+	// addrsChanged: this node's interface addresses differ from the last
+	// sync's (an address event, or one seen with an API change).
+	addrsChanged bool
 }
 
 // read computes this sync's desired state. With a Tracked source and no
 // full sync asked for, it recomputes only the Services the events touched;
 // a change of the node facts, the first sync and the periodic resync
-// rebuild everything from a snapshot.
+// rebuild everything from a snapshot. The other nodes' NodePort addresses
+// are computed again with every rebuild, and otherwise only when the
+// other Nodes or this node's interface addresses changed.
 func (a *Agent) read(full bool) round {
 	t, tracked := a.src.(source.Tracked)
 	if !tracked {
@@ -43,19 +49,26 @@ func (a *Agent) read(full bool) round {
 	r := round{changes: changeCount{services: ch.ServiceObjects, slices: ch.SliceObjects}, triggers: a.sinceStart(ch.Triggers)}
 	if !full && !ch.Node {
 		node := a.withNodeFacts(t.NodeInput())
+		r.addrsChanged = a.noteAddresses(node)
 		objs := make(map[types.NamespacedName]servicemap.ServiceObjects, len(ch.Services))
 		for nn := range ch.Services {
 			objs[nn] = t.ServiceObjects(nn)
 		}
 		if d, problems, ok := a.tracker.Update(node, objs); ok {
-			r.state, r.delta, r.problems = a.tracker.State(), &d, problems
+			// Other Nodes are read only when they changed, or when
+			// this node's addresses (which they must not claim) did.
+			a.refreshRemoteNodes(node, t.Nodes, ch.RemoteNodes)
+			r.state, r.delta, r.problems = a.tracker.State(), &d, a.withRemoteProblems(problems)
 			r.checks, r.node = a.tracker.HealthChecks(), node.ThisNode()
 			return r
 		}
 	}
 	in := a.withNodeFacts(t.Snapshot())
+	r.addrsChanged = a.noteAddresses(in) || r.addrsChanged
 	r.full = true
 	r.state, r.problems = a.tracker.Full(in)
+	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
+	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r
 }
@@ -66,12 +79,22 @@ func (a *Agent) readSnapshot() round {
 	a.snapMu.Lock()
 	in := a.withNodeFacts(a.src.Snapshot())
 	cur := versionsOf(in)
-	r := round{full: true, changes: countChanges(a.seen, cur), triggers: triggerTimes(in, a.seen, a.started)}
+	r := round{full: true, changes: countChanges(a.seen, cur), triggers: triggerTimes(in, a.seen, a.started), addrsChanged: a.noteAddresses(in)}
 	a.seen = cur
 	a.snapMu.Unlock()
 	r.state, r.problems = a.tracker.Full(in)
+	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
+	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r
+}
+
+// noteAddresses reports whether in's interface addresses differ from the
+// last sync's, and remembers them.
+func (a *Agent) noteAddresses(in model.Input) bool {
+	changed := !slices.Equal(in.LocalAddresses, a.lastAddrs)
+	a.lastAddrs = in.LocalAddresses
+	return changed
 }
 
 // sinceStart drops trigger times from before the agent started: they

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,8 +29,11 @@ type fakeTracked struct {
 	nodes  []*corev1.Node
 	dirty  map[types.NamespacedName]bool
 	node   bool
-	kick   func()
-	ready  chan struct{}
+	remote bool
+	// nodesCalls counts Nodes(): the other Nodes are read only when needed.
+	nodesCalls int
+	kick       func()
+	ready      chan struct{}
 }
 
 var _ source.Tracked = (*fakeTracked)(nil)
@@ -81,6 +85,19 @@ func (f *fakeTracked) setNodes(nodes []*corev1.Node) {
 	kick()
 }
 
+// setOtherNodes replaces the Nodes other than node-a, as the kube source
+// reports them: RemoteNodes, not Node.
+func (f *fakeTracked) setOtherNodes(nodes ...*corev1.Node) {
+	f.mu.Lock()
+	f.nodes = slices.DeleteFunc(slices.Clone(f.nodes), func(n *corev1.Node) bool { return n.Name != "node-a" })
+	f.nodes, f.remote = append(f.nodes, nodes...), true
+	kick := f.kick
+	f.mu.Unlock()
+	if kick != nil {
+		kick()
+	}
+}
+
 func (f *fakeTracked) Snapshot() model.Input {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -97,8 +114,8 @@ func (f *fakeTracked) Snapshot() model.Input {
 func (f *fakeTracked) Checkout() source.Changes {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ch := source.Changes{Services: f.dirty, Node: f.node, SliceObjects: len(f.dirty)}
-	f.dirty, f.node = map[types.NamespacedName]bool{}, false
+	ch := source.Changes{Services: f.dirty, Node: f.node, RemoteNodes: f.remote, SliceObjects: len(f.dirty)}
+	f.dirty, f.node, f.remote = map[types.NamespacedName]bool{}, false, false
 	return ch
 }
 
@@ -117,7 +134,20 @@ func (f *fakeTracked) ServiceObjects(nn types.NamespacedName) servicemap.Service
 func (f *fakeTracked) NodeInput() model.Input {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return model.Input{NodeName: "node-a", Nodes: f.nodes}
+	in := model.Input{NodeName: "node-a"}
+	for _, n := range f.nodes {
+		if n.Name == in.NodeName {
+			in.Nodes = append(in.Nodes, n)
+		}
+	}
+	return in
+}
+
+func (f *fakeTracked) Nodes() []*corev1.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodesCalls++
+	return slices.Clone(f.nodes)
 }
 
 // deltaApplier keeps a State from Apply and ApplyDelta calls, and counts

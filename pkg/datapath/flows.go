@@ -76,22 +76,29 @@ func (d *Datapath) ExpireFlows() (FlowStats, error) {
 	if err != nil {
 		return st, err
 	}
+	// An entry is dropped only if it is still the one seen here: the
+	// programs start new flows all the while, and a client reusing its
+	// port gets the same keys back, which must not go with the old flow.
+	type seen struct {
+		k       socklbbpf.SocklbFlowKey
+		created uint64
+	}
 	var (
 		k     socklbbpf.SocklbFlowKey
 		v     socklbbpf.SocklbFlowValue
-		drop  []socklbbpf.SocklbFlowKey
-		reply = map[socklbbpf.SocklbFlowKey]bool{}
+		drop  []seen
+		reply = map[socklbbpf.SocklbFlowKey]uint64{}
 		live  = map[socklbbpf.SocklbFlowKey]bool{} // reply keys of flows kept, or already dropped
 	)
 	it := d.t.flows.Iterate()
 	for it.Next(&k, &v) {
 		if v.Dir == socklbbpf.SocklbFlowDirFLOW_REPLY {
-			reply[k] = true
+			reply[k] = v.Created
 			continue
 		}
 		rk := replyKey(k, v)
 		if age := now - time.Duration(v.LastSeen); age > d.cfg.FlowTimeouts.of(&v, k.Proto) {
-			drop = append(drop, k, rk)
+			drop = append(drop, seen{k, v.Created}, seen{rk, v.Created})
 			live[rk] = true
 			st.Expired++
 			continue
@@ -102,15 +109,19 @@ func (d *Datapath) ExpireFlows() (FlowStats, error) {
 	if err := it.Err(); err != nil {
 		return st, fmt.Errorf("reading the flows map: %w", err)
 	}
-	for rk := range reply {
+	for rk, created := range reply {
 		if !live[rk] {
-			drop = append(drop, rk)
+			drop = append(drop, seen{rk, created})
 			st.Orphans++
 		}
 	}
 	var errs []error
-	for _, k := range drop {
-		if err := d.t.flows.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	for _, e := range drop {
+		// Both entries of a flow carry its creation time (flow_create).
+		if err := d.t.flows.Lookup(e.k, &v); err != nil || v.Created != e.created {
+			continue
+		}
+		if err := d.t.flows.Delete(e.k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, err)
 		}
 	}

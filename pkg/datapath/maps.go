@@ -90,8 +90,8 @@ var mapTable = []mapDef{
 		key: uint32(0), value: socklbbpf.SocklbNatDev{}},
 	{name: socklbbpf.SocklbMapFlowEvents, owner: objHooks,
 		key: uint32(0), value: uint64(0)},
-	{name: socklbbpf.NodeportMapFlowScratch, owner: objNodeport,
-		key: uint32(0), value: socklbbpf.NodeportFlowSpare{}},
+	{name: socklbbpf.NodeportMapScratch, owner: objNodeport,
+		key: uint32(0), value: socklbbpf.NodeportScratchSpace{}},
 	// One walk's targets are the backends one Apply retired: at most every
 	// backend, so sized like backends the writes never fail. A flag of
 	// its own would be one more number users could get wrong.

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -105,6 +106,15 @@ func setUpNodeLab(h *netlink.Handle) (nodeLab, error) {
 		}
 	}
 	return lab, nil
+}
+
+// listen holds addr with a socket of the node (a listener, or a bound UDP
+// socket), in the calling thread's network namespace.
+func listen(network string, addr netip.AddrPort) (io.Closer, error) {
+	if network == "udp" {
+		return net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	}
+	return net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 }
 
 func mustCIDR(s string) *net.IPNet {
@@ -232,8 +242,9 @@ func TestNodePortToLocalBackend(t *testing.T) {
 }
 
 // TestNodePortToRemoteBackend: a flow to a backend behind another node is
-// SNATed to this node's address on the device toward it (from the SNAT
-// port range) and redirected there with the neighbour's MAC; the remote
+// SNATed to this node's address on the device toward it, keeping the
+// client's port while no socket of the node owns it (else one from the
+// SNAT range), and redirected there with the neighbour's MAC; the remote
 // backend's reply to that port is turned back into NodePort -> client and
 // redirected to the client.
 func TestNodePortToRemoteBackend(t *testing.T) {
@@ -271,8 +282,8 @@ func TestNodePortToRemoteBackend(t *testing.T) {
 				if verdict != tcActRedirect || got.dst != be || got.src.Addr() != c.node {
 					t.Errorf("client -> NodePort: verdict %d, %s -> %s; want %d (redirect), %s:<nat port> -> %s", verdict, got.src, got.dst, tcActRedirect, c.node, be)
 				}
-				if p := got.src.Port(); p < DefaultNATPortMin || p > DefaultNATPortMax {
-					t.Errorf("SNAT port %d is outside %d-%d", p, DefaultNATPortMin, DefaultNATPortMax)
+				if p := got.src.Port(); p != cli.Port() {
+					t.Errorf("SNAT port %d, want the client's %d (no socket of the node holds it)", p, cli.Port())
 				}
 				if got.dstMAC.String() != node2MAC.String() {
 					t.Errorf("redirected to MAC %s, want node2's %s", got.dstMAC, node2MAC)
@@ -303,6 +314,23 @@ func TestNodePortToRemoteBackend(t *testing.T) {
 				}
 				if ev := flowEvents(t, d); ev[socklbbpf.SocklbFlowEventFLOW_EV_NEW] != 1 {
 					t.Errorf("flows created: %d, want 1 (events %v)", ev[socklbbpf.SocklbFlowEventFLOW_EV_NEW], ev)
+				}
+				// A listener of the node on the client's next port: that
+				// port is the node's, the flow takes one of the range.
+				network := "tcp"
+				if c.proto == protoUDP {
+					network = "udp"
+				}
+				ln, err := listen(network, netip.AddrPortFrom(c.node, 40001))
+				if err != nil {
+					t.Errorf("listening on %s:40001: %v", c.node, err)
+					return
+				}
+				defer ln.Close()
+				pkt.src = netip.AddrPortFrom(c.cli, 40001)
+				_, frame, _ = runTC(in, pkt.bytes(), lab.dev0)
+				if p := parsePacket(t, frame).src.Port(); p < DefaultNATPortMin || p > DefaultNATPortMax {
+					t.Errorf("with the client's port held by a socket of the node, SNAT port %d; want one of %d-%d", p, DefaultNATPortMin, DefaultNATPortMax)
 				}
 			})
 		})

@@ -206,3 +206,99 @@ func inNewNetNS(t *testing.T, f func(h *netlink.Handle)) {
 	}()
 	<-done
 }
+
+// icmpError builds an ICMP error from src to dst about the packet quoted
+// (its IP header and 8 bytes after, as frame bytes of testPacket.bytes).
+func icmpError(src, dst netip.Addr, typ, code uint8, quoted []byte) []byte {
+	q := quoted[14:]
+	if src.Is4() {
+		q = q[:28]
+	} else {
+		q = q[:48]
+	}
+	msg := append([]byte{typ, code, 0, 0, 0, 0, 0, 0}, q...)
+	out := append([]byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2}, 0, 0)
+	if src.Is4() {
+		binary.BigEndian.PutUint16(msg[2:], csumFold(csumAdd(0, msg)))
+		out[12], out[13] = 0x08, 0x00
+		ip := make([]byte, 20)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(msg)))
+		ip[8], ip[9] = 64, 1
+		s, d := src.As4(), dst.As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], csumFold(csumAdd(0, ip)))
+		out = append(out, ip...)
+	} else {
+		binary.BigEndian.PutUint16(msg[2:], icmp6Csum(src, dst, msg))
+		out[12], out[13] = 0x86, 0xdd
+		ip := make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(msg)))
+		ip[6], ip[7] = 58, 64
+		s, d := src.As16(), dst.As16()
+		copy(ip[8:], s[:])
+		copy(ip[24:], d[:])
+		out = append(out, ip...)
+	}
+	return append(out, msg...)
+}
+
+func icmp6Csum(src, dst netip.Addr, msg []byte) uint16 {
+	m := append([]byte{}, msg...)
+	m[2], m[3] = 0, 0
+	var sum uint32
+	sum = csumAdd(sum, src.AsSlice())
+	sum = csumAdd(sum, dst.AsSlice())
+	sum += uint32(len(m)) + 58
+	return csumFold(csumAdd(sum, m))
+}
+
+// parsedICMP is an ICMP error read back, with its checksums checked.
+type parsedICMP struct {
+	src, dst         netip.Addr
+	dstMAC           net.HardwareAddr
+	typ, code        uint8
+	quoted           parsedPacket // addresses and ports of the quoted packet
+	ipCsumOK, csumOK bool
+	quotedIPCsumOK   bool
+}
+
+func parseICMP(t *testing.T, b []byte) parsedICMP {
+	t.Helper()
+	var p parsedICMP
+	p.dstMAC = net.HardwareAddr(b[0:6])
+	var msg []byte
+	switch binary.BigEndian.Uint16(b[12:]) {
+	case 0x0800:
+		ip := b[14:34]
+		p.ipCsumOK = csumFold(csumAdd(0, ip)) == 0
+		p.src, p.dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+		if ip[9] != 1 {
+			t.Fatalf("protocol %d, not ICMP", ip[9])
+		}
+		msg = b[34 : 14+int(binary.BigEndian.Uint16(ip[2:]))]
+		p.csumOK = csumFold(csumAdd(0, msg)) == 0
+		q := msg[8:28]
+		p.quotedIPCsumOK = csumFold(csumAdd(0, q)) == 0
+		p.quoted.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(q[12:16])), binary.BigEndian.Uint16(msg[28:]))
+		p.quoted.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(q[16:20])), binary.BigEndian.Uint16(msg[30:]))
+	case 0x86dd:
+		ip := b[14:54]
+		p.ipCsumOK, p.quotedIPCsumOK = true, true
+		p.src, p.dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+		if ip[6] != 58 {
+			t.Fatalf("next header %d, not ICMPv6", ip[6])
+		}
+		msg = b[54 : 54+int(binary.BigEndian.Uint16(ip[4:]))]
+		p.csumOK = icmp6Csum(p.src, p.dst, msg) == binary.BigEndian.Uint16(msg[2:])
+		q := msg[8:48]
+		p.quoted.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(q[8:24])), binary.BigEndian.Uint16(msg[48:]))
+		p.quoted.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(q[24:40])), binary.BigEndian.Uint16(msg[50:]))
+	default:
+		t.Fatalf("not IP: %x", b[12:14])
+	}
+	p.typ, p.code = msg[0], msg[1]
+	return p
+}

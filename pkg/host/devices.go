@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -18,8 +19,8 @@ type Device struct {
 	Addr4, Addr6 netip.Addr // invalid: none of that family
 }
 
-// DevicesCarrying names the devices that hold any of addrs (the node's
-// NodePort addresses): where packets for NodePorts arrive from other
+// DevicesCarrying names the Ethernet devices that hold any of addrs (the
+// node's addresses): where packets for NodePorts arrive from other
 // machines, so where the per-packet path attaches by default, as Cilium's
 // device detection picks the devices with the node's addresses. Loopback
 // is never one.
@@ -38,7 +39,10 @@ func DevicesCarrying(addrs []netip.Addr) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading interface %d: %w", a.LinkIndex, err)
 		}
-		if l.Attrs().Flags&0x8 != 0 { // IFF_LOOPBACK
+		// Packets from other machines arrive on Ethernet devices; the
+		// loopback (localhost NodePorts are the socket hooks' job) and a
+		// device without an Ethernet header never carry them.
+		if l.Attrs().Flags&net.FlagLoopback != 0 || l.Attrs().EncapType != "ether" {
 			continue
 		}
 		if !slices.Contains(names, l.Attrs().Name) {

@@ -76,6 +76,7 @@ func TestBuildSessionAffinity(t *testing.T) {
 			services: []*corev1.Service{withAffinity(withIngress(withExternalIPs(nodePortSvc(), "192.0.2.10"),
 				ingress("203.0.113.7", nil)), clientIP, ptr(int32(30)))},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> [] affinity=30s",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [] affinity=30s",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [] affinity=30s",
 				"192.0.2.10:80/TCP ExternalIP default/web:http -> [] affinity=30s",

@@ -28,6 +28,7 @@ func Build(in model.Input) (State, []model.Problem) {
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
 	b.extCIDRs = in.ExternalIPCIDRs
+	b.primary = primaryAddrs(in.ThisNode())
 	bySvc := b.indexSlices(in.Slices)
 
 	svcs := make([]*corev1.Service, 0, len(in.Services))
@@ -66,6 +67,7 @@ type builder struct {
 	nodeAddrs []netip.Addr // where NodePorts are served, sorted
 	ownAddrs  []netip.Addr // this node's addresses, unfiltered, sorted: externalIPs it may capture
 	extCIDRs  []netip.Prefix
+	primary   []netip.Addr // this node's primary addresses (allowFromNode)
 	problems  []model.Problem
 }
 
@@ -112,48 +114,103 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 	}
 	affinity := b.sessionAffinity(nn, &svc.Spec)
 	internalLocal := b.internalPolicyLocal(nn, &svc.Spec)
-	b.checkExternalPolicy(nn, &svc.Spec)
+	externalLocal := b.externalPolicyLocal(nn, &svc.Spec)
 	extIPs := b.externalIPs(nn, &svc.Spec, vips)
 	lbIPs := b.loadBalancerIPs(nn, &svc.Status, vips)
+	sources := b.sourceRanges(nn, &svc.Spec)
 	eps := b.parseSlices(svcSlices)
 
 	for _, vip := range vips {
+		is6 := vip.Is6()
+		famExt, famLB := ofFamily(extIPs, is6), ofFamily(lbIPs, is6)
+		ranges, closed := sources.of(is6)
+		if closed && len(famLB) > 0 {
+			b.problem(model.KindService, nn, "spec.loadBalancerSourceRanges has no valid %s range, and the entries that could not be parsed may have been meant for it: "+
+				"its %s load-balancer IPs %v are not served until they are fixed (kube-proxy would let every source in)", familyName(is6), familyName(is6), famLB)
+			famLB = nil
+		}
+		ranges = allowFromNode(ranges, famLB, b.primary)
 		for _, sp := range ports {
-			sets := selectBackends(candidateEndpoints(eps, vip.Is6(), sp, b.node), internalLocal, b.node)
+			sets := selectBackends(candidateEndpoints(eps, is6, sp, b.node), internalLocal, externalLocal, b.node)
 			internal, external := toBackends(sets.internal), toBackends(sets.external)
-			add := func(kind Kind, addr netip.Addr, port uint16, backends []Backend, drop bool) {
-				b.offers = append(b.offers, offer{label: sp.label, fe: Frontend{
-					Key:        FrontendKey{Addr: addr, Port: port, Proto: sp.proto},
-					Kind:       kind,
-					Service:    nn,
-					PortName:   sp.name,
-					Backends:   backends,
-					Affinity:   affinity,
-					PolicyDrop: drop,
-					LocalOnly:  kind == KindClusterIP && internalLocal,
-				}})
+			local := toBackends(sets.externalLocal)
+			frontend := func(kind Kind, addr netip.Addr, port uint16, backends []Backend) Frontend {
+				return Frontend{
+					Key:       FrontendKey{Addr: addr, Port: port, Proto: sp.proto},
+					Kind:      kind,
+					Service:   nn,
+					PortName:  sp.name,
+					Backends:  backends,
+					Affinity:  affinity,
+					LocalOnly: kind == KindClusterIP && internalLocal,
+				}
+			}
+			// addExternal offers an external frontend and, under
+			// externalTrafficPolicy Local, its ScopeExternal twin. A
+			// loopback address gets none: no packet from another machine
+			// carries one (the kernel drops it as a martian).
+			addExternal := func(kind Kind, addr netip.Addr, port uint16) {
+				fe := frontend(kind, addr, port, external)
+				if kind == KindLoadBalancer {
+					fe.SourceRanges = ranges
+				}
+				o := offer{label: sp.label, fe: fe}
+				if externalLocal && !addr.IsLoopback() {
+					twin := fe
+					twin.Key.Scope = ScopeExternal
+					twin.Backends, twin.PolicyDrop, twin.LocalOnly = local, sets.externalDrop, true
+					o.twin = &twin
+				}
+				b.offers = append(b.offers, o)
 			}
 
-			add(KindClusterIP, vip, sp.port, internal, sets.internalDrop)
+			cip := frontend(KindClusterIP, vip, sp.port, internal)
+			cip.PolicyDrop = sets.internalDrop
+			b.offers = append(b.offers, offer{label: sp.label, fe: cip})
 			if sp.nodePort != 0 {
-				for _, a := range b.nodeAddrs {
-					if a.Is6() == vip.Is6() {
-						add(KindNodePort, a, sp.nodePort, external, false)
-					}
+				for _, a := range ofFamily(b.nodeAddrs, is6) {
+					addExternal(KindNodePort, a, sp.nodePort)
 				}
+				// The remote-node NodePort: the datapath looks it up for
+				// a socket that dials another node's address (see
+				// RemoteNodeAddresses), which saves the hairpin through
+				// that node. kube-proxy leaves such a packet to the other
+				// node, for which it is external traffic: under
+				// externalTrafficPolicy Cluster it picks from the same
+				// cluster-wide endpoints as here; under Local it would
+				// pick that node's own. Like Cilium's socket LB, whose
+				// in-cluster scope keeps every endpoint (cilium/cilium
+				// #12311), socklb serves the node's sockets from the
+				// cluster-wide set, as its own NodePorts do. No twin: a
+				// packet from another machine never carries 0.0.0.0.
+				b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external)})
 			}
-			for _, a := range extIPs {
-				if a.Is6() == vip.Is6() {
-					add(KindExternalIP, a, sp.port, external, false)
-				}
+			for _, a := range famExt {
+				addExternal(KindExternalIP, a, sp.port)
 			}
-			for _, a := range lbIPs {
-				if a.Is6() == vip.Is6() {
-					add(KindLoadBalancer, a, sp.port, external, false)
-				}
+			for _, a := range famLB {
+				addExternal(KindLoadBalancer, a, sp.port)
 			}
 		}
 	}
+}
+
+// ofFamily is the addresses of one family, in their order.
+func ofFamily(addrs []netip.Addr, is6 bool) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a.Is6() == is6 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func unspecified(is6 bool) netip.Addr {
+	if is6 {
+		return netip.IPv6Unspecified()
+	}
+	return netip.IPv4Unspecified()
 }
 
 // clusterIPs returns the Service's cluster IPs, at most one per family. ok is

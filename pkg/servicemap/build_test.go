@@ -492,8 +492,11 @@ func TestBuildOrderIndependent(t *testing.T) {
 		svc("kube-system/dns", "10.96.0.53", sport("dns", udp, 53), sport("ping", "ICMP", 0)),
 		// An externalIP and an LB IP each claimed by two Services: one
 		// collision decided by name, one by kind.
-		withIngress(withExternalIPs(withType(svc("default/np", "10.96.0.20", withNodePort(sport("http", tcp, 80), 30080)),
-			corev1.ServiceTypeLoadBalancer), "192.0.2.10"), ingress("203.0.113.7", nil)),
+		// np has externalTrafficPolicy Local (twins) and source ranges
+		// given out of order, with a repeat and a bad one.
+		withSourceRanges(withETP(withIngress(withExternalIPs(withType(svc("default/np", "10.96.0.20", withNodePort(sport("http", tcp, 80), 30080)),
+			corev1.ServiceTypeLoadBalancer), "192.0.2.10"), ingress("203.0.113.7", nil)), extLocal),
+			"192.168.0.0/16", "10.0.0.0/8", "bad", " 10.0.0.0/8"),
 		withExternalIPs(svc("default/aaa", "10.96.0.21", sport("x", tcp, 80)), "192.0.2.10", "203.0.113.7"),
 	}
 	endpointSlices := []*discoveryv1.EndpointSlice{
@@ -511,7 +514,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 	local := []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("192.168.1.5")}
 	in := model.Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local, ExternalIPCIDRs: allAddresses}
 	wantState, wantProblems := Build(in)
-	if len(wantState) != 12 || len(wantProblems) < 6 {
+	if len(wantState) != 16 || len(wantProblems) < 8 {
 		t.Fatalf("fixture does not exercise enough: %d frontends, %d problems", len(wantState), len(wantProblems))
 	}
 

@@ -102,6 +102,11 @@ func withExternalIPs(s *corev1.Service, ips ...string) *corev1.Service {
 	return s
 }
 
+func withSourceRanges(s *corev1.Service, ranges ...string) *corev1.Service {
+	s.Spec.LoadBalancerSourceRanges = ranges
+	return s
+}
+
 func withIngress(s *corev1.Service, ings ...corev1.LoadBalancerIngress) *corev1.Service {
 	s.Status.LoadBalancer.Ingress = ings
 	return s

@@ -11,6 +11,11 @@ import (
 type offer struct {
 	fe    Frontend
 	label string // the service port, for messages
+	// twin is fe's ScopeExternal twin (externalTrafficPolicy Local), or
+	// nil. It is never claimed on its own: it exists exactly when fe wins
+	// its key, so packets from other machines and sockets on the node
+	// always meet the same Service at one address and port.
+	twin *Frontend
 }
 
 // claimRank orders the kinds when several Services ask for one key.
@@ -66,6 +71,9 @@ func (b *builder) claim(owner map[FrontendKey]offer, o offer) {
 	if !taken {
 		owner[o.fe.Key] = o
 		b.state[o.fe.Key] = o.fe
+		if o.twin != nil {
+			b.state[o.twin.Key] = *o.twin
+		}
 		return
 	}
 	if p, ok := lostClaim(prev, o); ok {

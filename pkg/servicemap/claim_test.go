@@ -26,6 +26,7 @@ func TestBuildFrontendCollisions(t *testing.T) {
 		{
 			// pkg/proxy/iptables/proxier.go: KUBE-SERVICES' externalIP rules
 			// come before its last rule, the jump to KUBE-NODEPORTS.
+			// The remote-node wildcard collides with wildcards only: it stays.
 			name: "an externalIP on a node address and another Service's nodePort: the ExternalIP wins, as in iptables mode",
 			services: []*corev1.Service{
 				withExternalIPs(svc("default/zzz", "10.96.0.11", sport("x", tcp, 30080)), "10.1.0.5"),
@@ -33,6 +34,7 @@ func TestBuildFrontendCollisions(t *testing.T) {
 			},
 			local: []string{"10.1.0.5"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP ExternalIP default/zzz:x -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"10.96.0.11:30080/TCP ClusterIP default/zzz:x -> []",
@@ -48,6 +50,7 @@ func TestBuildFrontendCollisions(t *testing.T) {
 			},
 			local: []string{"10.1.0.5"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP LoadBalancer default/zzz:x -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"10.96.0.11:30080/TCP ClusterIP default/zzz:x -> []",
@@ -61,6 +64,7 @@ func TestBuildFrontendCollisions(t *testing.T) {
 				withNodePort(sport("http", tcp, 30080), 30080)), corev1.ServiceTypeNodePort), "10.1.0.5")},
 			local: []string{"10.1.0.5"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP ExternalIP default/web:http -> []",
 				"10.96.0.10:30080/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
@@ -112,11 +116,34 @@ func TestBuildFrontendCollisions(t *testing.T) {
 			services: []*corev1.Service{withType(svc("default/web", "10.96.0.10",
 				withNodePort(sport("a", tcp, 80), 30080), withNodePort(sport("b", tcp, 81), 30080)), corev1.ServiceTypeNodePort)},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:a -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:a -> []",
 				"10.96.0.10:81/TCP ClusterIP default/web:b -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:a -> []",
 			},
-			problems: []string{`Service default/web: 127.0.0.1:30080/TCP (NodePort, port "b") is also claimed by Service default/web port "a" (NodePort), which wins as the earlier port`},
+			problems: []string{
+				`Service default/web: 127.0.0.1:30080/TCP (NodePort, port "b") is also claimed by Service default/web port "a" (NodePort), which wins as the earlier port`,
+				`Service default/web: 0.0.0.0:30080/TCP (NodePort, port "b") is also claimed by Service default/web port "a" (NodePort), which wins as the earlier port`,
+			},
+		},
+		{
+			// Only a manifest can carry this: the API server allocates
+			// each nodePort once.
+			name: "two Services with the same nodePort: the wildcards collide as the node addresses do, the smaller name wins",
+			services: []*corev1.Service{
+				withType(svc("default/zzz", "10.96.0.11", withNodePort(sport("x", tcp, 80), 30080)), corev1.ServiceTypeNodePort),
+				nodePortSvc(),
+			},
+			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"10.96.0.11:80/TCP ClusterIP default/zzz:x -> []",
+				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
+			},
+			problems: []string{
+				`Service default/zzz: 127.0.0.1:30080/TCP (NodePort, port "x") is also claimed by Service default/web port "http" (NodePort), which wins as the smaller namespace/name`,
+				`Service default/zzz: 0.0.0.0:30080/TCP (NodePort, port "x") is also claimed by Service default/web port "http" (NodePort), which wins as the smaller namespace/name`,
+			},
 		},
 	})
 }

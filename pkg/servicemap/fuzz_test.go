@@ -112,6 +112,28 @@ func FuzzBuild(f *testing.F) {
 		0, 2, 1, 2, // --nodeport-addresses 127.0.0.0/8, 2001:db8::/64
 	})
 
+	f.Add([]byte{ // LoadBalancer, ETP Local, source ranges (one bad), another Node
+		1,
+		1, 0, 0, 0, 3, 0, 0, 1, 1, 0, 0, // default/web, LoadBalancer, 10.96.0.10, port "http" TCP 80
+		1,
+		1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, // default/web-1, IPv4, port "http" TCP 8080
+		2,
+		1, 0, 1, 1, 2, 1, // 10.0.0.1 ready on node-a
+		1, 1, 1, 1, 2, 2, // 10.0.0.2 ready on node-b
+		1, 1, // NodeName node-a, with its Node object
+		// extras of default/web: no ITP, ETP Local, no affinity, no
+		// distribution, externalIP 192.0.2.10, ingress 203.0.113.7 (nil
+		// mode), nodePort 30080
+		0, 1, 0, 0, 1, 0, 1, 1, 0, 1,
+		0, 0, // no hints
+		1, 0, // local address 10.1.0.5
+		0,          // no filter
+		0, 1, 0, 0, // node-a: zone-a, InternalIP 10.1.0.7
+		0, 0, // not primary, no health check
+		2, 1, 3, // source ranges " 10.1.0.0/16" and "bad"
+		1, 0, 1, 1, 2, // node-b: ExternalIP 198.51.100.5
+	})
+
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := decodeInput(data)
 		before := deepCopyInput(in)
@@ -213,6 +235,9 @@ var (
 		netip.MustParsePrefix("127.0.0.1/32"), {}}
 	fzNodeAddrTypes = []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName}
 	fzNodeAddrs     = []string{"10.1.0.7", "2001:db8::7", "198.51.100.5", "bad", "::1", "10.1.0.5"}
+	// 10.1.0.0/16 holds node addresses above (kube-proxy's allowFromNode).
+	fzSourceRanges = []string{"198.51.100.0/24", " 10.1.0.0/16", "2001:db8::/64", "bad", "", "203.0.113.7/32", "::ffff:10.0.0.0/104"}
+	fzOtherNodes   = []string{"node-b", "node-c", "node-a"}
 )
 
 type fuzzReader struct{ data []byte }
@@ -363,6 +388,27 @@ func decodeExtras(r *fuzzReader, in *model.Input) {
 	for _, s := range in.Services {
 		if s != nil {
 			s.Spec.HealthCheckNodePort = pick(r, []int32{0, 32000, 70000, -1})
+		}
+	}
+	// Decoded after those, for the same reason: loadBalancerSourceRanges
+	// and the cluster's other Nodes.
+	for _, s := range in.Services {
+		if s == nil {
+			continue
+		}
+		for range r.intn(3) {
+			s.Spec.LoadBalancerSourceRanges = append(s.Spec.LoadBalancerSourceRanges, r.str(fzSourceRanges))
+		}
+	}
+	for range r.intn(3) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pick(r, fzOtherNodes)}}
+		for range r.intn(3) {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{
+				Type: pick(r, fzNodeAddrTypes), Address: r.str(fzNodeAddrs)})
+		}
+		// A source holds one Node per name, as an informer does.
+		if !slices.ContainsFunc(in.Nodes, func(o *corev1.Node) bool { return o.Name == n.Name }) {
+			in.Nodes = append(in.Nodes, n)
 		}
 	}
 }

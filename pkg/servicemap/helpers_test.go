@@ -89,6 +89,9 @@ func render(st State) []string {
 		if fe.PolicyDrop {
 			line += " drop"
 		}
+		if len(fe.SourceRanges) > 0 {
+			line += fmt.Sprintf(" sources=%v", fe.SourceRanges)
+		}
 		out = append(out, line)
 	}
 	return out
@@ -101,7 +104,10 @@ func compareKey(a, b FrontendKey) int {
 	if a.Port != b.Port {
 		return int(a.Port) - int(b.Port)
 	}
-	return int(a.Proto) - int(b.Proto)
+	if a.Proto != b.Proto {
+		return int(a.Proto) - int(b.Proto)
+	}
+	return int(a.Scope) - int(b.Scope)
 }
 
 func renderProblems(ps []model.Problem) []string {
@@ -161,7 +167,8 @@ func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem)
 				t.Errorf("frontend %s (%s): invalid address", k, fe.Kind)
 			}
 		case KindNodePort:
-			if !isNodePortAddr(in, k.Addr) {
+			wildcard := k.Addr.IsUnspecified() && k.Scope == ScopeAny
+			if !wildcard && !isNodePortAddr(in, k.Addr) {
 				t.Errorf("frontend %s: NodePort on an address that is not a usable, allowed node address", k)
 			}
 		default:
@@ -179,8 +186,36 @@ func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem)
 				t.Errorf("frontend %s: LoadBalancer IP not a VIP-mode ingress IP of %s", k, fe.Service)
 			}
 		}
-		if fe.PolicyDrop && (len(fe.Backends) > 0 || fe.Kind != KindClusterIP) {
-			t.Errorf("frontend %s (%s): PolicyDrop with %d backends; only an empty ClusterIP frontend may drop", k, fe.Kind, len(fe.Backends))
+		if len(fe.SourceRanges) > 0 && fe.Kind != KindLoadBalancer {
+			t.Errorf("frontend %s (%s): source ranges %v on a frontend that is not a LoadBalancer", k, fe.Kind, fe.SourceRanges)
+		}
+		for i, p := range fe.SourceRanges {
+			if !p.IsValid() || p != p.Masked() || p.Addr().Is6() != k.Addr.Is6() || p.Addr().Is4In6() {
+				t.Errorf("frontend %s: source range %s: invalid, not masked or of the other family", k, p)
+			}
+			if i > 0 && fe.SourceRanges[i-1].Compare(p) >= 0 {
+				t.Errorf("frontend %s: source ranges not strictly ascending: %v", k, fe.SourceRanges)
+			}
+		}
+		switch k.Scope {
+		case ScopeAny:
+		case ScopeExternal:
+			// A twin exists only beside the ScopeAny frontend it doubles,
+			// for a Service with externalTrafficPolicy Local.
+			sib := k
+			sib.Scope = ScopeAny
+			s, ok := st[sib]
+			if !ok || s.Service != fe.Service || s.PortName != fe.PortName || s.Kind != fe.Kind || !slices.Equal(s.SourceRanges, fe.SourceRanges) {
+				t.Errorf("frontend %s: external twin of %s:%s without its ScopeAny frontend (%+v)", k, fe.Service, fe.PortName, s)
+			}
+			if fe.Kind == KindClusterIP || k.Addr.IsLoopback() || k.Addr.IsUnspecified() || !fe.LocalOnly || !externalLocal(svc) {
+				t.Errorf("frontend %s (%s): an external twin must be a LocalOnly NodePort, ExternalIP or LoadBalancer frontend on a non-loopback address of an externalTrafficPolicy Local Service", k, fe.Kind)
+			}
+		default:
+			t.Errorf("frontend %s: scope %s", k, k.Scope)
+		}
+		if fe.PolicyDrop && (len(fe.Backends) > 0 || fe.Kind != KindClusterIP && k.Scope != ScopeExternal) {
+			t.Errorf("frontend %s (%s): PolicyDrop with %d backends; only an empty ClusterIP frontend or external twin may drop", k, fe.Kind, len(fe.Backends))
 		}
 		if fe.Affinity < 0 || fe.Affinity > maxAffinitySeconds*time.Second || fe.Affinity%time.Second != 0 {
 			t.Errorf("frontend %s: affinity %s", k, fe.Affinity)
@@ -202,8 +237,12 @@ func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem)
 			internal[pf] = fe.Backends
 			continue
 		}
-		// externalTrafficPolicy does not apply at the socket layer: every
-		// external frontend of a service port shares its backends.
+		if k.Scope == ScopeExternal {
+			continue
+		}
+		// Sockets on the node take kube-proxy's short-circuit: every
+		// ScopeAny external frontend of a service port shares its
+		// backends, whatever externalTrafficPolicy says.
 		if prev, ok := external[pf]; ok && !slices.Equal(prev, fe.Backends) {
 			t.Errorf("frontend %s: external backends %v differ from another external frontend's %v", k, fe.Backends, prev)
 		}
@@ -290,6 +329,15 @@ func isNodePortAddr(in model.Input, a netip.Addr) bool {
 		}
 	}
 	return !filtered || inside
+}
+
+// externalLocal restates kube-proxy's ExternalPolicyLocal: Local, on a
+// Service reachable from outside by its type.
+func externalLocal(svc *corev1.Service) bool {
+	t := svc.Spec.Type
+	return svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		(t == corev1.ServiceTypeNodePort || t == corev1.ServiceTypeLoadBalancer ||
+			(t == "" || t == corev1.ServiceTypeClusterIP) && len(svc.Spec.ExternalIPs) > 0)
 }
 
 func parsesTo(s string, a netip.Addr) bool {

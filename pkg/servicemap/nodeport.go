@@ -116,6 +116,15 @@ func (b *builder) nodePort(nn types.NamespacedName, typ corev1.ServiceType, i in
 	return uint16(p.NodePort)
 }
 
+// primaryAddrs is the addresses of primaryPrefixes.
+func primaryAddrs(node *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range primaryPrefixes(node) {
+		out = append(out, p.Addr())
+	}
+	return out
+}
+
 // primaryPrefixes is kube-proxy's expansion of the keyword "primary"
 // (expandNodePortAddressKeywords in cmd/kube-proxy/app/server.go): a /32
 // and a /128 for this node's primary IPv4 and IPv6 address. Those are what

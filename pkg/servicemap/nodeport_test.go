@@ -16,6 +16,7 @@ func TestBuildNodePort(t *testing.T) {
 			slices:   one,
 			local:    []string{"192.168.1.5", "10.1.0.5"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
@@ -27,6 +28,7 @@ func TestBuildNodePort(t *testing.T) {
 			services: []*corev1.Service{nodePortSvc()},
 			slices:   one,
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 			},
@@ -38,6 +40,7 @@ func TestBuildNodePort(t *testing.T) {
 			local:    []string{"192.168.1.5", "10.1.0.5", "10.2.0.5"},
 			filter:   []string{"10.1.0.0/24", "10.2.0.5/32"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.2.0.5:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
@@ -49,6 +52,7 @@ func TestBuildNodePort(t *testing.T) {
 			local:    []string{"192.168.1.5", "10.1.0.5"},
 			filter:   []string{"127.0.0.0/8", "10.1.0.0/24"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
@@ -60,19 +64,24 @@ func TestBuildNodePort(t *testing.T) {
 			local:    []string{"10.1.0.5", "2001:db8::5", "2001:db8:1::5"},
 			filter:   []string{"2001:db8::/64"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
+				"[::]:30080/TCP NodePort default/web:http -> []",
 				"[2001:db8::5]:30080/TCP NodePort default/web:http -> []",
 				"[fd00::10]:80/TCP ClusterIP default/web:http -> []",
 			},
 		},
 		{
-			name:     "nodeport-addresses that match nothing: no NodePort frontend at all",
+			name:     "nodeport-addresses that match nothing: no NodePort on this node, only the remote-node wildcard",
 			services: []*corev1.Service{nodePortSvc()},
 			local:    []string{"10.1.0.5"},
 			filter:   []string{"172.16.0.0/12"},
-			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
+			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+			},
 		},
 		{
 			name:     "::1, link-local, multicast, unspecified and broadcast addresses never serve NodePorts",
@@ -80,8 +89,10 @@ func TestBuildNodePort(t *testing.T) {
 			local: []string{"::1", "fe80::1", "169.254.1.1", "224.0.0.1", "ff02::1", "0.0.0.0", "::",
 				"255.255.255.255", "2001:db8::5"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
+				"[::]:30080/TCP NodePort default/web:http -> []",
 				"[2001:db8::5]:30080/TCP NodePort default/web:http -> []",
 				"[fd00::10]:80/TCP ClusterIP default/web:http -> []",
 			},
@@ -91,6 +102,7 @@ func TestBuildNodePort(t *testing.T) {
 			services: []*corev1.Service{nodePortSvc()},
 			local:    []string{"127.0.0.1", "127.0.1.1"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
 				"127.0.1.1:30080/TCP NodePort default/web:http -> []",
@@ -105,6 +117,7 @@ func TestBuildNodePort(t *testing.T) {
 			},
 			nodeName: "node-a",
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
@@ -118,6 +131,7 @@ func TestBuildNodePort(t *testing.T) {
 			nodeName: "node-a",
 			local:    []string{"10.1.0.5", "::ffff:10.1.0.5", "127.0.0.1"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
@@ -130,6 +144,7 @@ func TestBuildNodePort(t *testing.T) {
 			nodeName: "node-a",
 			filter:   []string{"10.0.0.0/8"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 			},
@@ -140,6 +155,7 @@ func TestBuildNodePort(t *testing.T) {
 			nodes:    []*corev1.Node{node("node-a", "zone-a", "InternalIP=10.1.0.500")},
 			nodeName: "node-a",
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
 			},
@@ -150,6 +166,7 @@ func TestBuildNodePort(t *testing.T) {
 			services: []*corev1.Service{nodePortSvc()},
 			local:    []string{"2001:db8::5"},
 			want: []string{
+				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
 			},
@@ -161,6 +178,7 @@ func TestBuildNodePort(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{v6("default/web-1", "web", httpPort, ready("fd00:1::1"))},
 			local:  []string{"10.1.0.5", "2001:db8::5", "::1"},
 			want: []string{
+				"[::]:30080/TCP NodePort default/web:http -> [[fd00:1::1]:8080]",
 				"[2001:db8::5]:30080/TCP NodePort default/web:http -> [[fd00:1::1]:8080]",
 				"[fd00::10]:80/TCP ClusterIP default/web:http -> [[fd00:1::1]:8080]",
 			},
@@ -171,6 +189,8 @@ func TestBuildNodePort(t *testing.T) {
 				withNodePort(sport("dns", udp, 53), 30053), withNodePort(sport("dns-tcp", tcp, 53), 30053), sport("metrics", tcp, 9153)),
 				corev1.ServiceTypeNodePort)},
 			want: []string{
+				"0.0.0.0:30053/TCP NodePort kube-system/dns:dns-tcp -> []",
+				"0.0.0.0:30053/UDP NodePort kube-system/dns:dns -> []",
 				"10.96.0.53:53/TCP ClusterIP kube-system/dns:dns-tcp -> []",
 				"10.96.0.53:53/UDP ClusterIP kube-system/dns:dns -> []",
 				"10.96.0.53:9153/TCP ClusterIP kube-system/dns:metrics -> []",
@@ -185,6 +205,7 @@ func TestBuildNodePort(t *testing.T) {
 				withType(svc("default/lb-no-np", "10.96.0.12", sport("", tcp, 80)), corev1.ServiceTypeLoadBalancer),
 			},
 			want: []string{
+				"0.0.0.0:30081/TCP NodePort default/lb: -> []",
 				"10.96.0.11:80/TCP ClusterIP default/lb: -> []",
 				"10.96.0.12:80/TCP ClusterIP default/lb-no-np: -> []",
 				"127.0.0.1:30081/TCP NodePort default/lb: -> []",

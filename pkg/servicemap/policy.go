@@ -8,11 +8,15 @@ import (
 )
 
 // backendSets is what one service port offers on one IP family, per kind of
-// frontend.
+// frontend and scope.
 type backendSets struct {
 	internal     []endpoint // ClusterIP frontends
 	internalDrop bool       // ... which must fail with EHOSTUNREACH
-	external     []endpoint // NodePort, ExternalIP and LoadBalancer frontends
+	external     []endpoint // NodePort, ExternalIP and LoadBalancer frontends, ScopeAny
+	// externalLocal is set only for externalTrafficPolicy Local: the
+	// backends of the ScopeExternal twins of the external frontends.
+	externalLocal []endpoint
+	externalDrop  bool // ... which must drop the packet
 }
 
 // selectBackends applies the traffic policies to one service port's
@@ -25,25 +29,33 @@ type backendSets struct {
 // hanging until a timeout as a dropped SYN would. With no usable endpoint
 // anywhere it is REJECT, as for any Service: ECONNREFUSED.
 //
-// externalTrafficPolicy Local has no effect here, by design. It decides how
-// traffic from *outside* the node reaches NodePorts, externalIPs and LB IPs.
-// kube-proxy exempts traffic that starts on the node: its KUBE-EXT chain
-// sends "pod traffic for ... external destinations" (local pod sources) and
-// "route LOCAL traffic" (src-type LOCAL, the host) to the Cluster policy
-// chain, "which simulates going up-and-out to an external load-balancer and
-// coming back in", and UsesClusterEndpoints stays true for that reason even
-// when both policies are Local (pkg/proxy/serviceport.go). A socket hook
-// only ever sees traffic that starts on the node (its own processes and
-// pods), so socklb always takes that short-circuit: external frontends use
-// the cluster-wide endpoints, topology included, and are never PolicyDrop.
-// A node with no local endpoint still answers its own pods, as with
-// kube-proxy, instead of failing connections kube-proxy would have carried.
-func selectBackends(candidates []endpoint, internalLocal bool, node nodeInfo) backendSets {
+// externalTrafficPolicy Local decides how packets from *other machines*
+// reach NodePorts, externalIPs and LB IPs: only this node's endpoints (ready
+// ones, else serving-and-terminating ones: CategorizeEndpoints'
+// localEndpoints), so the client's source address survives, and DROP when
+// the Service has usable endpoints but none here. Those go to the
+// ScopeExternal twins of the external frontends. Traffic that starts on the
+// node is exempt: kube-proxy's KUBE-EXT chain sends "pod traffic for ...
+// external destinations" (local pod sources) and "route LOCAL traffic"
+// (src-type LOCAL, the host) to the Cluster policy chain, "which simulates
+// going up-and-out to an external load-balancer and coming back in", and
+// UsesClusterEndpoints stays true for that reason even when both policies
+// are Local (pkg/proxy/serviceport.go). The ScopeAny frontends, which serve
+// the node's sockets, take that short-circuit: they keep the cluster-wide
+// endpoints, topology included, and are never PolicyDrop, so a node with no
+// local endpoint still answers its own pods, as with kube-proxy.
+func selectBackends(candidates []endpoint, internalLocal, externalLocal bool, node nodeInfo) backendSets {
 	cluster := clusterEndpoints(candidates, node)
 	sets := backendSets{internal: cluster, external: cluster}
-	if internalLocal {
-		sets.internal = localEndpoints(candidates, node)
-		sets.internalDrop = len(sets.internal) == 0 && hasUsableEndpoints(candidates)
+	if internalLocal || externalLocal {
+		local := localEndpoints(candidates, node)
+		drop := len(local) == 0 && hasUsableEndpoints(candidates)
+		if internalLocal {
+			sets.internal, sets.internalDrop = local, drop
+		}
+		if externalLocal {
+			sets.externalLocal, sets.externalDrop = local, drop
+		}
 	}
 	return sets
 }
@@ -67,13 +79,28 @@ func (b *builder) internalPolicyLocal(nn types.NamespacedName, spec *corev1.Serv
 	return false
 }
 
-// checkExternalPolicy only validates spec.externalTrafficPolicy, so that a
-// typo is reported even though, at the socket layer, the value changes
-// nothing (see selectBackends).
-func (b *builder) checkExternalPolicy(nn types.NamespacedName, spec *corev1.ServiceSpec) {
+// externalPolicyLocal reads spec.externalTrafficPolicy; empty is the API's
+// default, Cluster. Like kube-proxy (ExternalPolicyLocal in
+// pkg/api/v1/service/util.go), Local counts only for a Service that is
+// externally accessible by type: NodePort, LoadBalancer, or ClusterIP with
+// externalIPs. A ClusterIP Service that merely carries load-balancer
+// ingress IPs sends them to the cluster-wide endpoints.
+func (b *builder) externalPolicyLocal(nn types.NamespacedName, spec *corev1.ServiceSpec) bool {
 	switch spec.ExternalTrafficPolicy {
-	case "", corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal:
-		return
+	case corev1.ServiceExternalTrafficPolicyLocal:
+		switch spec.Type {
+		case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+			return true
+		case "", corev1.ServiceTypeClusterIP:
+			return len(spec.ExternalIPs) > 0
+		}
+		return false
+	case "", corev1.ServiceExternalTrafficPolicyCluster:
+		return false
 	}
-	b.problem(model.KindService, nn, "spec.externalTrafficPolicy %q is not Cluster or Local; it is ignored (socklb treats traffic from the node as kube-proxy does: cluster-wide endpoints)", spec.ExternalTrafficPolicy)
+	// As for internalTrafficPolicy: Cluster keeps the Service reachable
+	// from other machines; Local could strand them on a node without
+	// endpoints.
+	b.problem(model.KindService, nn, "spec.externalTrafficPolicy %q is not Cluster or Local; Cluster is used until it is fixed", spec.ExternalTrafficPolicy)
+	return false
 }

@@ -104,13 +104,14 @@ func newTrackBuilder(in model.Input) trackBuilder {
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
 	b.extCIDRs = in.ExternalIPCIDRs
+	b.primary = primaryAddrs(in.ThisNode())
 	tb := trackBuilder{builder: b, hcFilter: healthCheckFilter(in), localAddrs: in.LocalAddresses}
 	// The node's addresses change whenever a pod starts (its host-side
 	// veth gets an IPv6 link-local address), and only Services with
 	// NodePorts, externalIPs or health checks read them: they are kept
 	// apart so such a change recomputes those Services, not every one.
 	tb.coreFP = fmt.Sprint(b.node, b.extCIDRs)
-	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, tb.hcFilter, tb.localAddrs)
+	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.primary, tb.hcFilter, tb.localAddrs)
 	return tb
 }
 
@@ -306,18 +307,16 @@ func (t *Tracker) offerOf(r claimRef) offer { return t.entries[r.svc].offers[r.i
 
 // resolve re-decides each key as claimAll does: the first offer in (kind
 // rank, namespace/name, offer index) order wins and every other one is
-// told why it lost. Changes go to d when it is set.
+// told why it lost; the winner's ScopeExternal twin, if any, follows it.
+// Changes go to d when it is set.
 func (t *Tracker) resolve(keys map[FrontendKey]bool, d *Delta) {
 	for key := range keys {
+		twinKey := key
+		twinKey.Scope = ScopeExternal
 		refs := t.claims[key]
 		if len(refs) == 0 {
-			if old, ok := t.state[key]; ok {
-				t.count(old, -1)
-				delete(t.state, key)
-				if d != nil {
-					d.Remove = append(d.Remove, key)
-				}
-			}
+			t.set(key, nil, d)
+			t.set(twinKey, nil, d)
 			continue
 		}
 		if len(refs) > 1 {
@@ -335,18 +334,34 @@ func (t *Tracker) resolve(keys map[FrontendKey]bool, d *Delta) {
 				t.setLost(r, nil)
 			}
 		}
-		old, had := t.state[key]
-		if had && old.Equal(win.fe) {
-			continue
-		}
-		if had {
-			t.count(old, -1)
-		}
-		t.count(win.fe, 1)
-		t.state[key] = win.fe
+		t.set(key, &win.fe, d)
+		t.set(twinKey, win.twin, d)
+	}
+}
+
+// set makes the state hold fe under key, or nothing when fe is nil, and
+// records a change in d when it is set.
+func (t *Tracker) set(key FrontendKey, fe *Frontend, d *Delta) {
+	old, had := t.state[key]
+	switch {
+	case fe == nil && !had:
+		return
+	case fe == nil:
+		t.count(old, -1)
+		delete(t.state, key)
 		if d != nil {
-			d.Upsert[key] = win.fe
+			d.Remove = append(d.Remove, key)
 		}
+		return
+	case had && old.Equal(*fe):
+		return
+	case had:
+		t.count(old, -1)
+	}
+	t.count(*fe, 1)
+	t.state[key] = *fe
+	if d != nil {
+		d.Upsert[key] = *fe
 	}
 }
 
@@ -419,6 +434,9 @@ func compareSlice(a, b *discoveryv1.EndpointSlice) int {
 // addresses, for a change of those addresses alone.
 func (t *Tracker) withAddressReaders(changed map[types.NamespacedName]ServiceObjects) map[types.NamespacedName]ServiceObjects {
 	out := maps.Clone(changed)
+	if out == nil {
+		out = map[types.NamespacedName]ServiceObjects{}
+	}
 	for nn, e := range t.entries {
 		if _, ok := out[nn]; !ok && readsNodeAddresses(e.svc) {
 			out[nn] = ServiceObjects{Service: e.svc, Slices: e.slices}
@@ -428,13 +446,14 @@ func (t *Tracker) withAddressReaders(changed map[types.NamespacedName]ServiceObj
 }
 
 // readsNodeAddresses: NodePorts are served on the node's addresses,
-// externalIPs are captured only when they are one, and health checks
-// listen on them.
+// externalIPs are captured only when they are one, health checks listen on
+// them, and a source range holding the node's primary address lets the
+// load-balancer IPs in (allowFromNode).
 func readsNodeAddresses(svc *corev1.Service) bool {
 	if svc == nil {
 		return false
 	}
-	if len(svc.Spec.ExternalIPs) > 0 || svc.Spec.HealthCheckNodePort != 0 ||
+	if len(svc.Spec.ExternalIPs) > 0 || svc.Spec.HealthCheckNodePort != 0 || len(svc.Spec.LoadBalancerSourceRanges) > 0 ||
 		svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		return true
 	}

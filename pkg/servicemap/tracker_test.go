@@ -18,13 +18,25 @@ import (
 // time (as an informer would: unique names, a slice relabelled dirties its
 // old and its new Service) holds, after every step, exactly what Build and
 // HealthChecks give from scratch, and its Deltas replayed on the previous
-// state give the new one. Node fact changes must make Update refuse.
+// state give the new one. This node's fact changes must make Update
+// refuse; a change of other Nodes alone must not. The inputs carry
+// externalTrafficPolicy Local, source ranges (valid and malformed),
+// nodePorts and several Nodes (decodeExtras).
 func TestTrackerMatchesBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	randomInput := func() model.Input {
 		data := make([]byte, 200+rng.IntN(200))
+		// Half the inputs draw mostly small bytes, which pick the first,
+		// valid entries of each vocabulary (fuzz_test.go): more objects
+		// are usable, so more of the rules between them (claims, twins,
+		// source ranges) are exercised than uniform bytes reach.
+		small := rng.IntN(2) == 0
 		for i := range data {
-			data[i] = byte(rng.IntN(256))
+			if small && rng.IntN(10) < 7 {
+				data[i] = byte(rng.IntN(4))
+			} else {
+				data[i] = byte(rng.IntN(256))
+			}
 		}
 		return decodeInput(data)
 	}
@@ -37,6 +49,7 @@ func TestTrackerMatchesBuild(t *testing.T) {
 		for step := 0; step < 20; step++ {
 			next, pool := in, randomInput()
 			next.Services, next.Slices = slices.Clone(in.Services), slices.Clone(in.Slices)
+			otherNodesOnly := false
 			switch rng.IntN(10) {
 			case 0:
 				next.Nodes, next.NodeName, next.LocalAddresses = pool.Nodes, pool.NodeName, pool.LocalAddresses
@@ -44,12 +57,39 @@ func TestTrackerMatchesBuild(t *testing.T) {
 			case 1:
 				// The addresses alone, as when a pod's veth comes or goes.
 				next.LocalAddresses, next.NodePortAddresses = pool.LocalAddresses, pool.NodePortAddresses
+			case 3:
+				// This Node object's addresses alone change (order too: the
+				// first InternalIP is its primary address).
+				if this := in.ThisNode(); this != nil {
+					moved := this.DeepCopy()
+					if p := pool.ThisNode(); p != nil && rng.IntN(2) == 0 {
+						moved.Status.Addresses = p.Status.Addresses
+					}
+					slices.Reverse(moved.Status.Addresses)
+					next.Nodes = slices.Clone(in.Nodes)
+					next.Nodes[slices.Index(next.Nodes, this)] = moved
+				}
+			case 2:
+				// Other Nodes come, go or change: this node's facts do not.
+				otherNodesOnly = true
+				next.Nodes = nil
+				if this := in.ThisNode(); this != nil {
+					next.Nodes = append(next.Nodes, this)
+				}
+				for _, n := range pool.Nodes {
+					if n.Name != in.NodeName || in.NodeName == "" {
+						next.Nodes = append(next.Nodes, n)
+					}
+				}
 			}
 			for range 1 + rng.IntN(3) {
 				mutate(rng, &next, pool)
 			}
 			next = unique(next)
 			d, ps, ok := tr.Update(next, changedObjects(in, next))
+			if !ok && otherNodesOnly {
+				t.Fatalf("run %d step %d: a change of other Nodes made Update refuse (a full rebuild)", run, step)
+			}
 			if !ok {
 				if newTrackBuilder(next).coreFP == newTrackBuilder(in).coreFP {
 					t.Fatalf("run %d step %d: Update refused without a node change", run, step)
@@ -222,4 +262,26 @@ func cloneState(st State) State {
 		out[k] = v
 	}
 	return out
+}
+
+// TestTrackerSourceRangesFollowThePrimaryAddress: a Service that reads the
+// node's addresses only through allowFromNode (a ClusterIP Service with a
+// load-balancer IP and source ranges) is recomputed when this node's
+// primary address moves into or out of its ranges.
+func TestTrackerSourceRangesFollowThePrimaryAddress(t *testing.T) {
+	s := withSourceRanges(withIngress(svc("default/web", "10.96.0.10", sport("http", tcp, 80)), ingress("203.0.113.7", nil)), "10.1.0.0/16")
+	in := model.Input{Services: []*corev1.Service{s}, NodeName: "node-a",
+		Nodes: []*corev1.Node{node("node-a", "zone-a", "InternalIP=192.0.2.5", "InternalIP=10.1.0.5")}}
+	var tr Tracker
+	tr.Full(in)
+	for _, addrs := range [][]string{{"InternalIP=10.1.0.5", "InternalIP=192.0.2.5"}, {"InternalIP=192.0.2.5"}} {
+		in.Nodes = []*corev1.Node{node("node-a", "zone-a", addrs...)}
+		if _, _, ok := tr.Update(in, nil); !ok {
+			t.Fatalf("%v: Update refused an address change", addrs)
+		}
+		want, _ := Build(in)
+		if !statesEqual(want, tr.State()) {
+			t.Fatalf("%v: state differs from Build:\nwant %q\ngot  %q", addrs, render(want), render(tr.State()))
+		}
+	}
 }

@@ -1,12 +1,17 @@
 // Package servicemap turns Kubernetes Services and EndpointSlices into the
 // desired datapath state: one Frontend per (address, port, protocol) a client
-// may connect to, each with the backends kube-proxy would pick from. It is
-// pure: no kernel, no API calls, so every kube-proxy rule is a table test.
+// may connect to, each with the backends kube-proxy would pick from, plus a
+// ScopeExternal twin where packets from other machines must be answered
+// differently (externalTrafficPolicy Local). It also says where the other
+// nodes serve NodePorts (RemoteNodeAddresses). It is pure: no kernel, no
+// API calls, so every kube-proxy rule is a table test. It is the one place
+// that knows Service semantics: the datapath programs what it is given.
 package servicemap
 
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,19 +40,54 @@ func (p Protocol) String() string {
 }
 
 // FrontendKey is what KUBE-SERVICES matches on: destination address, port and
-// protocol. Addr is always unmapped (a plain IPv4 or IPv6 address).
+// protocol, and which traffic the entry is for. Addr is always unmapped (a
+// plain IPv4 or IPv6 address).
 type FrontendKey struct {
 	Addr  netip.Addr
 	Port  uint16
 	Proto Protocol
+	Scope Scope
 }
 
 func (k FrontendKey) String() string {
-	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
+	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(k.Addr, k.Port), k.Proto)
+	if k.Scope == ScopeExternal {
+		s += "/external"
+	}
+	return s
+}
+
+// Scope says which traffic a frontend serves. kube-proxy treats traffic
+// that starts on the node (its processes and pods) and packets that arrive
+// from other machines alike except for externalTrafficPolicy Local, which
+// only governs the latter (see selectBackends); a Scope keeps the two
+// answers apart under one address, port and protocol. The datapath stores
+// it in the spare byte of the BPF key.
+type Scope uint8
+
+const (
+	// ScopeAny serves sockets on this node, and packets from other
+	// machines when no ScopeExternal entry exists for the same address,
+	// port and protocol. Every frontend but the eTP Local twins has it.
+	ScopeAny Scope = 0
+	// ScopeExternal serves only packets from other machines: the
+	// externalTrafficPolicy Local twin of an external frontend.
+	ScopeExternal Scope = 1
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopeAny:
+		return "any"
+	case ScopeExternal:
+		return "external"
+	}
+	return fmt.Sprintf("scope-%d", uint8(s))
 }
 
 // Kind says why a frontend exists. Every kind is reached from a socket on
-// this node; which backends it gets is in selectBackends.
+// this node and, through the node's devices, from other machines; which
+// backends it gets is in selectBackends.
 type Kind uint8
 
 const (
@@ -95,13 +135,22 @@ type Frontend struct {
 	// PolicyDrop marks a frontend whose Service has endpoints, none of
 	// which its traffic policy (Local) lets this node use. kube-proxy DROPs
 	// such traffic; a socket cannot be dropped, so the datapath fails the
-	// connect with EHOSTUNREACH, distinct from ECONNREFUSED (no endpoints).
-	// Backends is then empty. Only ClusterIP frontends (internalTrafficPolicy)
-	// are ever PolicyDrop: see selectBackends for externalTrafficPolicy.
+	// connect with EHOSTUNREACH, distinct from ECONNREFUSED (no endpoints),
+	// and drops such a packet. Backends is then empty. Only ClusterIP
+	// frontends (internalTrafficPolicy) and ScopeExternal twins
+	// (externalTrafficPolicy) are ever PolicyDrop: see selectBackends.
 	PolicyDrop bool
-	// LocalOnly says the backends are this node's only
-	// (internalTrafficPolicy: Local); shown by `socklb inspect`.
+	// LocalOnly says the backends are this node's only (internalTrafficPolicy
+	// Local on a ClusterIP, externalTrafficPolicy Local on a ScopeExternal
+	// twin); shown by `socklb inspect`.
 	LocalOnly bool
+	// SourceRanges is spec.loadBalancerSourceRanges of the frontend's
+	// family, as kube-proxy reads them (see sourceRanges): masked, sorted
+	// and free of duplicates, set on LoadBalancer frontends only; empty
+	// means any source. A source outside every range is dropped, as by
+	// kube-proxy's KUBE-FW chain, whether it comes from another machine or
+	// from a socket on the node.
+	SourceRanges []netip.Prefix
 }
 
 // Equal reports whether the datapath would program a and b identically.
@@ -116,7 +165,7 @@ func (a Frontend) Equal(b Frontend) bool {
 			return false
 		}
 	}
-	return true
+	return slices.Equal(a.SourceRanges, b.SourceRanges)
 }
 
 // State is the whole desired datapath: every frontend of the node.

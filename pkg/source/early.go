@@ -82,8 +82,8 @@ func (e *early) Run(ctx context.Context, changed func()) error {
 	}
 }
 
-// earlyTracked keeps Checkout, Pending, ServiceObjects and NodeInput of a
-// Tracked source, which the agent's per-change sync needs.
+// earlyTracked keeps Checkout, Pending, ServiceObjects, NodeInput and
+// Nodes of a Tracked source, which the agent's per-change sync needs.
 type earlyTracked struct {
 	Tracked
 	e *early

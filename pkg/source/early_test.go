@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/model"
@@ -31,6 +32,7 @@ type fakeTracked struct{ fakeSource }
 func (fakeTracked) Checkout() source.Changes { return source.Changes{} }
 func (fakeTracked) Pending() (int, int)      { return 7, 0 }
 func (fakeTracked) NodeInput() model.Input   { return model.Input{} }
+func (fakeTracked) Nodes() []*corev1.Node    { return nil }
 func (fakeTracked) ServiceObjects(types.NamespacedName) servicemap.ServiceObjects {
 	return servicemap.ServiceObjects{}
 }

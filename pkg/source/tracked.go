@@ -3,6 +3,7 @@ package source
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/model"
@@ -29,9 +30,13 @@ type Tracked interface {
 	// the caches hold them now. A name with an empty Name is the
 	// namespace's slices that lack the label.
 	ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjects
-	// NodeInput is Snapshot without Services and Slices: the node facts
-	// every Service reads.
+	// NodeInput is Snapshot without Services and Slices and without the
+	// other Nodes: the node facts every Service reads.
 	NodeInput() model.Input
+	// Nodes is every Node the source holds, this node's included: what
+	// servicemap.RemoteNodeAddresses reads. Read it when Changes.RemoteNodes
+	// says they changed; the agent does not need it per Service change.
+	Nodes() []*corev1.Node
 }
 
 // Changes is one checkout.
@@ -41,8 +46,13 @@ type Changes struct {
 	// Triggers holds, per Service, the endpoints.kubernetes.io/
 	// last-change-trigger-time of each EndpointSlice added or updated.
 	Triggers map[types.NamespacedName][]time.Time
-	// Node is true when this node's Node object changed.
+	// Node is true when this node's Node object changed what socklb
+	// reads of it: the node facts every Service reads, so a full rebuild.
 	Node bool
+	// RemoteNodes is true when another Node was added or removed, or its
+	// addresses changed: only where other nodes serve NodePorts
+	// (servicemap.RemoteNodeAddresses) needs computing again, no Service.
+	RemoteNodes bool
 	// ServiceObjects and SliceObjects count the objects changed, as
 	// kube-proxy's *_changes_total count them.
 	ServiceObjects, SliceObjects int

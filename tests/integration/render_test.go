@@ -12,6 +12,8 @@ type svcSpec struct {
 	clusterIPs  []string // first is spec.clusterIP; an IPv6 one makes the Service dual-stack
 	typ         string   // ClusterIP (default), NodePort, LoadBalancer
 	nodePort    int      // for the tcp port
+	udpNodePort int      // for the udp port
+	srcRanges   []string // spec.loadBalancerSourceRanges
 	externalIPs []string
 	lbIngress   []string
 	affinity    bool
@@ -57,7 +59,14 @@ func (s svcSpec) yaml(eps ...ep) string {
 	if s.nodePort != 0 {
 		np = fmt.Sprintf(", nodePort: %d", s.nodePort)
 	}
-	fmt.Fprintf(&b, "  ports:\n  - {name: tcp, port: 80, targetPort: 8080, protocol: TCP%s}\n  - {name: dns, port: 53, targetPort: 5353, protocol: UDP}\n", np)
+	unp := ""
+	if s.udpNodePort != 0 {
+		unp = fmt.Sprintf(", nodePort: %d", s.udpNodePort)
+	}
+	fmt.Fprintf(&b, "  ports:\n  - {name: tcp, port: 80, targetPort: 8080, protocol: TCP%s}\n  - {name: dns, port: 53, targetPort: 5353, protocol: UDP%s}\n", np, unp)
+	if len(s.srcRanges) > 0 {
+		fmt.Fprintf(&b, "  loadBalancerSourceRanges: [%s]\n", strings.Join(s.srcRanges, ", "))
+	}
 	if len(s.externalIPs) > 0 {
 		fmt.Fprintf(&b, "  externalIPs: [%s]\n", strings.Join(s.externalIPs, ", "))
 	}

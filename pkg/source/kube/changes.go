@@ -16,17 +16,20 @@ import (
 // checks them out. Handlers only take a lock and write a few map entries:
 // they must never stall the informers.
 type changes struct {
-	mu       sync.Mutex
-	services map[types.NamespacedName]bool
-	triggers map[types.NamespacedName][]time.Time
-	node     bool
+	nodeName string // this node
+
+	mu          sync.Mutex
+	services    map[types.NamespacedName]bool
+	triggers    map[types.NamespacedName][]time.Time
+	node        bool
+	remoteNodes bool
 	// svcObjs and sliceObjs are the distinct objects changed.
 	svcObjs   map[types.NamespacedName]bool
 	sliceObjs map[types.NamespacedName]bool
 }
 
-func newChanges() *changes {
-	c := &changes{}
+func newChanges(nodeName string) *changes {
+	c := &changes{nodeName: nodeName}
 	c.reset()
 	return c
 }
@@ -36,13 +39,13 @@ func (c *changes) reset() {
 	c.triggers = map[types.NamespacedName][]time.Time{}
 	c.svcObjs = map[types.NamespacedName]bool{}
 	c.sliceObjs = map[types.NamespacedName]bool{}
-	c.node = false
+	c.node, c.remoteNodes = false, false
 }
 
 func (c *changes) checkout() source.Changes {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := source.Changes{Services: c.services, Triggers: c.triggers, Node: c.node,
+	out := source.Changes{Services: c.services, Triggers: c.triggers, Node: c.node, RemoteNodes: c.remoteNodes,
 		ServiceObjects: len(c.svcObjs), SliceObjects: len(c.sliceObjs)}
 	c.reset()
 	return out
@@ -86,21 +89,43 @@ func (c *changes) slice(obj any, trigger bool) {
 	}
 }
 
-func (c *changes) nodeChanged() {
+// nodeChanged records a Node's add (old nil), update or delete (cur the
+// deleted object) and reports whether it changed anything socklb reads:
+// an update that only renews what trimNode dropped (a heartbeat's
+// conditions, an image list) records nothing and wakes nobody.
+func (c *changes) nodeChanged(old, cur any) bool {
+	n, ok := unwrap(cur).(*corev1.Node)
+	if !ok {
+		return false
+	}
+	if o, ok := old.(*corev1.Node); ok && sameNodeFacts(o, n) {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.node = true
+	if n.Name == c.nodeName {
+		c.node = true
+	} else {
+		c.remoteNodes = true
+	}
+	return true
 }
 
 func (c *changes) handlers(kind string, poke func()) cache.ResourceEventHandlerFuncs {
-	var record func(obj any, trigger bool)
-	switch kind {
-	case "services":
+	if kind == "nodes" {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { c.nodeChanged(nil, obj); poke() },
+			UpdateFunc: func(old, cur any) {
+				if c.nodeChanged(old, cur) {
+					poke()
+				}
+			},
+			DeleteFunc: func(obj any) { c.nodeChanged(nil, obj); poke() },
+		}
+	}
+	record := c.slice
+	if kind == "services" {
 		record = func(obj any, _ bool) { c.service(obj) }
-	case "endpointslices":
-		record = c.slice
-	default:
-		record = func(any, bool) { c.nodeChanged() }
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { record(obj, true); poke() },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,11 +36,11 @@ import (
 
 // Config configures a kube Source.
 type Config struct {
-	NodeName string           // this node; its Node object is watched
+	NodeName string           // this node: its Node object holds the node facts
 	Report   model.ReportFunc // receives problems; nil drops them
 }
 
-// Source follows Services, EndpointSlices and this node's Node.
+// Source follows Services, EndpointSlices and the Nodes.
 type Source struct {
 	nodeName    string
 	svcSelector labels.Selector // Services kube-proxy proxies
@@ -79,7 +80,7 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 		svcSelector: labels.NewSelector().Add(*notProxied),
 		epsSelector: labels.NewSelector().Add(*notHeadless),
 		changes:     newSignal(),
-		tracked:     newChanges(),
+		tracked:     newChanges(cfg.NodeName),
 		reportFn:    cfg.Report,
 	}
 	// Resync 0: periodic resyncs would only replay the cache and wake the
@@ -99,14 +100,12 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byServiceIndex: byService},
 			func(o *metav1.ListOptions) { o.LabelSelector = s.epsSelector.String() })
 	})
-	// Only our own Node: watching all of them would wake every agent of the
-	// cluster on every node heartbeat.
+	// Every Node: where the other nodes serve NodePorts is in theirs
+	// (servicemap.RemoteNodeAddresses). The transform keeps a few fields of
+	// each (trimNode) and the handler wakes the agent only when one of them
+	// changed, so node heartbeats cost a decode, not a sync.
 	nodes := s.factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredNodeInformer(c, resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-			})
+		return coreinformers.NewNodeInformer(c, resync, cache.Indexers{})
 	})
 	s.services = corelisters.NewServiceLister(svcs.GetIndexer())
 	s.slices = discoverylisters.NewEndpointSliceLister(slices.GetIndexer())
@@ -116,7 +115,7 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	for resource, inf := range map[string]cache.SharedIndexInformer{
 		"services": svcs, "endpointslices": slices, "nodes": nodes,
 	} {
-		if err := inf.SetTransform(trim); err != nil {
+		if err := inf.SetTransform(newTrim(cfg.NodeName)); err != nil {
 			return nil, fmt.Errorf("setting the %s transform: %w", resource, err)
 		}
 		if err := inf.SetWatchErrorHandlerWithContext(s.watchErrors(resource)); err != nil {
@@ -172,12 +171,20 @@ func (s *Source) Snapshot() model.Input {
 	// skips clusterIP None itself.
 	in.Services, _ = s.services.List(s.svcSelector)
 	in.Slices, _ = s.slices.List(s.epsSelector)
-	if n, err := s.nodes.Get(s.nodeName); err == nil {
-		in.Nodes = []*corev1.Node{n}
-	}
+	in.Nodes = s.Nodes()
 	// Not sorted: servicemap orders what it reads, and sorting 20 000
 	// objects here on every change cost more than building the state.
 	return in
+}
+
+// Nodes lists every Node, this node's first, so that model.Input.ThisNode
+// finds it at once among thousands.
+func (s *Source) Nodes() []*corev1.Node {
+	all, _ := s.nodes.List(labels.Everything())
+	if i := slices.IndexFunc(all, func(n *corev1.Node) bool { return n.Name == s.nodeName }); i > 0 {
+		all[0], all[i] = all[i], all[0]
+	}
+	return all
 }
 
 func (s *Source) report(p model.Problem) {

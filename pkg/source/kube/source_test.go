@@ -151,7 +151,7 @@ func TestSourceFollowsObjects(t *testing.T) {
 	}
 	calls := run(t, s, nil)
 	await(t, calls, "the first changed()")
-	if got, want := describe(s.Snapshot()), "svc default/echo ports 1, slice default/echo-1, node n1"; got != want {
+	if got, want := describe(s.Snapshot()), "svc default/echo ports 1, slice default/echo-1, node n1, node n2"; got != want {
 		t.Fatalf("first snapshot = %q, want %q", got, want)
 	}
 	if s.Snapshot().NodeName != "n1" {
@@ -193,7 +193,7 @@ func TestSourceFollowsObjects(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	changedTo(t, s, calls, "the deleted Node", func(in model.Input) bool { return len(in.Nodes) == 0 })
+	changedTo(t, s, calls, "the deleted Node", func(in model.Input) bool { return len(in.Nodes) == 1 && in.ThisNode() == nil })
 
 	drain(calls)
 	if err := client.CoreV1().Services("default").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/socklb/socklb/pkg/source"
 )
@@ -81,16 +82,90 @@ func TestCheckoutNamesTheTouchedServices(t *testing.T) {
 		t.Errorf("ServiceObjects of a deleted Service = %+v", o)
 	}
 
-	if _, err := client.CoreV1().Nodes().Update(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"x": "y"}}}, metav1.UpdateOptions{}); err != nil {
+	if _, err := client.CoreV1().Nodes().Update(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+		Labels: map[string]string{corev1.LabelTopologyZone: "z2"}}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !ch.Node && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		ch = s.Checkout()
+	ch = checkoutUntil(t, s, "this Node's update", func(ch source.Changes) bool { return ch.Node })
+	if ch.RemoteNodes || len(ch.Services) != 0 {
+		t.Errorf("this Node's update: checkout %+v, want the node alone", ch)
 	}
-	if !ch.Node || len(ch.Services) != 0 {
-		t.Errorf("a Node update: checkout %+v, want the node alone", ch)
+
+	for _, name := range []string{"n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"} {
+		if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch = checkoutUntil(t, s, "other Nodes", func(ch source.Changes) bool { return ch.RemoteNodes && len(s.Nodes()) == 9 })
+	if ch.Node || len(ch.Services) != 0 {
+		t.Errorf("other Nodes: checkout %+v, want RemoteNodes alone, not Node (a full rebuild)", ch)
+	}
+	// The lister hands out map order: this node is put first.
+	if names := nodeNames(s.Nodes()); len(names) != 9 || names[0] != "n1" {
+		t.Errorf("Nodes() = %v, want this node first, then the 8 others", names)
+	}
+	if in := s.NodeInput(); len(in.Nodes) != 1 || in.ThisNode() == nil {
+		t.Errorf("NodeInput holds %v, want this node alone", nodeNames(in.Nodes))
+	}
+}
+
+// checkoutUntil checks out until ok holds, for events that Pending does
+// not count.
+func checkoutUntil(t *testing.T, s *Source, what string, ok func(source.Changes) bool) source.Changes {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ch := s.Checkout(); ok(ch) {
+			return ch
+		}
+	}
+	t.Fatalf("%s: never checked out", what)
+	return source.Changes{}
+}
+
+func nodeNames(nodes []*corev1.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// TestNodeEventsWakeOnlyForWhatIsRead: a Node event is recorded, and the
+// agent woken, only when it changes what trimNode keeps; this node's
+// changes are Node (a full rebuild), the others' RemoteNodes. The handler
+// sees the objects as the cache holds them: trimmed.
+func TestNodeEventsWakeOnlyForWhatIsRead(t *testing.T) {
+	c := newChanges("n1")
+	pokes := 0
+	h := c.handlers("nodes", func() { pokes++ })
+	mk := func(name, rv, addr string, labels map[string]string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, Labels: labels}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Reason: rv}}
+		return trimNode(n, name == "n1")
+	}
+	zone := func(z string) map[string]string { return map[string]string{corev1.LabelTopologyZone: z, "other": z} }
+	for _, step := range []struct {
+		what            string
+		do              func()
+		node, remote    bool
+		pokesAfterwards int
+	}{
+		{"another Node added", func() { h.OnAdd(mk("n2", "1", "10.0.0.2", nil), false) }, false, true, 1},
+		{"its heartbeat (conditions, resourceVersion)", func() { h.OnUpdate(mk("n2", "1", "10.0.0.2", nil), mk("n2", "2", "10.0.0.2", nil)) }, false, false, 1},
+		{"its labels, which nobody reads of another node", func() { h.OnUpdate(mk("n2", "2", "10.0.0.2", nil), mk("n2", "3", "10.0.0.2", zone("z"))) }, false, false, 1},
+		{"its address", func() { h.OnUpdate(mk("n2", "3", "10.0.0.2", nil), mk("n2", "4", "10.0.0.9", nil)) }, false, true, 2},
+		{"this node's heartbeat", func() { h.OnUpdate(mk("n1", "1", "10.0.0.1", zone("a")), mk("n1", "2", "10.0.0.1", zone("a"))) }, false, false, 2},
+		{"this node's zone", func() { h.OnUpdate(mk("n1", "2", "10.0.0.1", zone("a")), mk("n1", "3", "10.0.0.1", zone("b"))) }, true, false, 3},
+		{"another Node deleted, as a tombstone", func() {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "n2", Obj: mk("n2", "4", "10.0.0.9", nil)})
+		}, false, true, 4},
+	} {
+		step.do()
+		ch := c.checkout()
+		if ch.Node != step.node || ch.RemoteNodes != step.remote || pokes != step.pokesAfterwards {
+			t.Errorf("%s: Node %v RemoteNodes %v after %d pokes, want %v %v %d", step.what, ch.Node, ch.RemoteNodes, pokes, step.node, step.remote, step.pokesAfterwards)
+		}
 	}
 }
 

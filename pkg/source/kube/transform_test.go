@@ -52,12 +52,36 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.5"}}
 	n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/big:1"}, SizeBytes: 1 << 30}}
 
+	n.Labels["kubernetes.io/hostname"] = "n1"
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"}}
+	// Another node, of which only the name and addresses are read.
+	other := node("n2")
+	other.Labels = map[string]string{corev1.LabelTopologyZone: "z2"}
+	other.Spec.Taints = n.Spec.Taints
+	other.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.6"}, {Type: corev1.NodeHostName, Address: "n2"}}
+	other.Status.Images = n.Status.Images
+
 	before := model.Input{Services: []*corev1.Service{svc.DeepCopy()}, Slices: []*discoveryv1.EndpointSlice{sl.DeepCopy()},
-		Nodes: []*corev1.Node{n.DeepCopy()}, NodeName: "n1"}
-	for _, o := range []any{svc, sl, n} {
-		if _, err := trim(o); err != nil {
+		Nodes: []*corev1.Node{n.DeepCopy(), other.DeepCopy()}, NodeName: "n1"}
+	trim := newTrim("n1")
+	var trimmed []any
+	for _, o := range []any{svc, sl, n, other} {
+		out, err := trim(o)
+		if err != nil {
 			t.Fatal(err)
 		}
+		trimmed = append(trimmed, out)
+	}
+	n = trimmed[2].(*corev1.Node)
+	wantOther := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Addresses: other.Status.Addresses}}
+	if got := trimmed[3].(*corev1.Node); !reflect.DeepEqual(got, wantOther) {
+		t.Errorf("another node trimmed to %+v, want its name and addresses alone", got)
+	}
+	if again, _ := trim(n); !reflect.DeepEqual(again, n) {
+		t.Errorf("trimming a trimmed Node changed it: %+v", again)
+	}
+	if !reflect.DeepEqual(n.Labels, map[string]string{corev1.LabelTopologyZone: "z1"}) || n.Status.Conditions != nil {
+		t.Errorf("this node kept %v and %v, want the zone label alone and no conditions", n.Labels, n.Status.Conditions)
 	}
 	if svc.ManagedFields != nil || svc.Annotations != nil || sl.ManagedFields != nil || n.ManagedFields != nil || n.Status.Images != nil || n.Annotations != nil {
 		t.Errorf("left what nobody reads: %+v %+v %+v", svc.ObjectMeta, sl.ObjectMeta, n)
@@ -74,7 +98,7 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 		t.Errorf("slice annotations %v, want the trigger time alone", sl.Annotations)
 	}
 	after := before
-	after.Services, after.Slices, after.Nodes = []*corev1.Service{svc}, []*discoveryv1.EndpointSlice{sl}, []*corev1.Node{n}
+	after.Services, after.Slices, after.Nodes = []*corev1.Service{svc}, []*discoveryv1.EndpointSlice{sl}, []*corev1.Node{n, trimmed[3].(*corev1.Node)}
 	st1, p1 := servicemap.Build(before)
 	st2, p2 := servicemap.Build(after)
 	for k, fe := range st1 {
@@ -90,6 +114,11 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	}
 	if !reflect.DeepEqual(n.Spec.Taints, before.Nodes[0].Spec.Taints) {
 		t.Errorf("taints (read by /healthz) lost")
+	}
+	r1, p1 := servicemap.RemoteNodeAddresses(before)
+	r2, p2 := servicemap.RemoteNodeAddresses(after)
+	if len(r1) == 0 || !reflect.DeepEqual(r1, r2) || !reflect.DeepEqual(p1, p2) {
+		t.Errorf("remote node addresses differ after trim: %v, %v", r1, r2)
 	}
 }
 func ptr[T any](v T) *T { return &v }

@@ -157,3 +157,33 @@ func TestNewRejectsMissingDirectory(t *testing.T) {
 		t.Errorf("err = %v for a file", err)
 	}
 }
+
+// TestRunFollowsOtherNodes: every Node of the directory is in the snapshot,
+// this node's and the others' (servicemap.RemoteNodeAddresses reads them),
+// and a change of another Node's addresses is a change.
+func TestRunFollowsOtherNodes(t *testing.T) {
+	dir := t.TempDir()
+	nodeYAML := func(name, ip string) string {
+		return "apiVersion: v1\nkind: Node\nmetadata:\n  name: " + name + "\nstatus:\n  addresses:\n  - {type: InternalIP, address: " + ip + "}\n"
+	}
+	writeFile(t, dir, "n1.yaml", nodeYAML("n1", "192.0.2.1"))
+	writeFile(t, dir, "n2.yaml", nodeYAML("n2", "192.0.2.2"))
+	var p problems
+	s, calls := running(t, dir, &p)
+	if _, _, nodes := names(s.Snapshot()); !equal(nodes, []string{"n1", "n2"}) {
+		t.Fatalf("nodes = %v, want n1 and n2", nodes)
+	}
+	replaceFile(t, dir, "n2.yaml", nodeYAML("n2", "192.0.2.22"))
+	deadline := time.After(2 * time.Second)
+	for {
+		select {
+		case <-calls:
+			in := s.Snapshot()
+			if len(in.Nodes) == 2 && in.Nodes[1].Status.Addresses[0].Address == "192.0.2.22" {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the other Node's new address never showed: %+v", s.Snapshot().Nodes)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package integration
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/socklb/socklb/internal/lab"
+)
+
+// The per-packet path end to end: an outside machine reaches Services
+// through node 1, whose agent serves its eth0 (xenv_test.go).
+
+// TestExternalNodePortClusterPolicy: an outside client reaches a NodePort
+// on node 1 over TCP and UDP, IPv4 and IPv6, and is spread over a pod of
+// node 1 and a pod of node 2 (externalTrafficPolicy Cluster). The pod
+// behind node 2 sees node 1's address (SNAT, so its reply comes back
+// through node 1), the pod on node 1 sees the client's own. A UDP client's
+// unconnected socket is one flow, kept on one pod, and its replies come
+// from the address and port it asked.
+func TestExternalNodePortClusterPolicy(t *testing.T) {
+	eps := []ep{readyEP("10.244.1.11", "n1"), readyEP("10.244.2.11", "n2"), readyEP("fd00:244:1::11", "n1"), readyEP("fd00:244:2::11", "n2")}
+	e := newXEnv(t, map[string]string{
+		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.10", "fd00:96::10"}, nodePort: 30080, udpNodePort: 30053}.yaml(eps...),
+	})
+	e.waitInspect(n1IP+":30080/TCP", "["+n1IP6+"]:30053/UDP", "10.244.2.11:8080")
+	for _, node := range []string{n1IP, "[" + n1IP6 + "]"} {
+		res := e.outside("tcp", node+":30080", 60)
+		if res.OK != 60 || res.Replies["n1-p1"] == 0 || res.Replies["n2-p1"] == 0 {
+			t.Errorf("TCP to %s:30080: %d of 60 answered, by %v (errors %v); want all, by n1-p1 and n2-p1", node, res.OK, res.Replies, res.Errors)
+		}
+		udp := e.outside("udp", node+":30053", 60)
+		if udp.OK != 60 || len(udp.Replies) != 1 {
+			t.Errorf("UDP to %s:30053 from one socket: %d of 60 answered, by %v (errors %v); want all, by one pod", node, udp.OK, udp.Replies, udp.Errors)
+		}
+		if want := []string{node + ":30053"}; !slices.Equal(udp.Sources, want) {
+			t.Errorf("UDP replies came from %v, want %v", udp.Sources, want)
+		}
+	}
+	// Many UDP clients (a socket each: --reconnect) spread over both pods.
+	udp := e.outside("udp-connected", n1IP+":30053", 40, "--reconnect")
+	if udp.OK != 40 || udp.Replies["n1-p1"] == 0 || udp.Replies["n2-p1"] == 0 {
+		t.Errorf("UDP to %s:30053 from 40 sockets: %d answered, by %v (errors %v); want all, by both pods", n1IP, udp.OK, udp.Replies, udp.Errors)
+	}
+	client := []netip.Addr{netip.MustParseAddr(outsideIP), netip.MustParseAddr("fd00:250::100")}
+	node1 := []netip.Addr{netip.MustParseAddr(n1IP), netip.MustParseAddr(n1IP6)}
+	for pod, want := range map[string][]netip.Addr{"n1-p1": client, "n2-p1": node1} {
+		got := e.peers(pod, "tcp")
+		slices.SortFunc(got, netip.Addr.Compare)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s saw TCP connections from %v, want %v", pod, got, want)
+		}
+	}
+}
+
+// TestExternalLoadBalancerAndExternalIP: the outside reaches a
+// LoadBalancer ingress IP and an externalIP it routes to node 1, TCP and
+// UDP, and UDP replies come from those addresses.
+func TestExternalLoadBalancerAndExternalIP(t *testing.T) {
+	eps := []ep{readyEP("10.244.2.11", "n2"), readyEP("10.244.2.12", "n2")}
+	e := newXEnv(t, map[string]string{
+		"lb.yaml":  svcSpec{name: "lb", typ: "LoadBalancer", clusterIPs: []string{"10.96.0.20"}, nodePort: 30081, udpNodePort: 30054, lbIngress: []string{"203.0.113.10"}}.yaml(eps...),
+		"ext.yaml": svcSpec{name: "ext", clusterIPs: []string{"10.96.0.21"}, externalIPs: []string{"198.51.100.10"}}.yaml(eps...),
+	}, "--external-ip-cidrs", "198.51.100.0/24")
+	for _, p := range []string{"203.0.113.10/32", "198.51.100.10/32"} {
+		if err := e.m.RouteVia(netip.MustParsePrefix(p), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitInspect("203.0.113.10:80/TCP", "198.51.100.10:53/UDP")
+	for _, addr := range []string{"203.0.113.10", "198.51.100.10"} {
+		if res := e.outside("tcp", addr+":80", 20); res.OK != 20 {
+			t.Errorf("TCP to %s:80: %d of 20 answered (%v, errors %v)", addr, res.OK, res.Replies, res.Errors)
+		}
+		udp := e.outside("udp", addr+":53", 20)
+		if udp.OK != 20 || !slices.Equal(udp.Sources, []string{addr + ":53"}) {
+			t.Errorf("UDP to %s:53: %d of 20 answered, from %v (errors %v); want all, from %s:53", addr, udp.OK, udp.Sources, udp.Errors, addr)
+		}
+	}
+}
+
+// TestExternalNoEndpointsRefused: a Service without endpoints refuses an
+// outside client at once (ICMP port unreachable, as iptables' REJECT), not
+// after a timeout.
+func TestExternalNoEndpointsRefused(t *testing.T) {
+	e := newXEnv(t, map[string]string{
+		"empty.yaml": svcSpec{name: "empty", typ: "NodePort", clusterIPs: []string{"10.96.0.30"}, nodePort: 30090}.yaml(),
+	})
+	e.waitInspect(n1IP + ":30090/TCP")
+	res := e.outside("tcp", n1IP+":30090", 5)
+	if res.Errors["ECONNREFUSED"] != 5 {
+		t.Errorf("TCP to a Service without endpoints: %v, errors %v; want 5 ECONNREFUSED", res.Replies, res.Errors)
+	}
+}
+
+// TestExternalAffinityByClientAddress: with sessionAffinity ClientIP the
+// outside client, known by its address, keeps one pod over 30 connections,
+// whichever node that pod is on.
+func TestExternalAffinityByClientAddress(t *testing.T) {
+	eps := []ep{readyEP("10.244.1.11", "n1"), readyEP("10.244.1.12", "n1"), readyEP("10.244.2.11", "n2"), readyEP("10.244.2.12", "n2")}
+	e := newXEnv(t, map[string]string{
+		"sticky.yaml": svcSpec{name: "sticky", typ: "NodePort", clusterIPs: []string{"10.96.0.40"}, nodePort: 30100, affinity: true}.yaml(eps...),
+	})
+	e.waitInspect(n1IP+":30100/TCP", "affinity=ClientIP")
+	res := e.outside("tcp", n1IP+":30100", 30)
+	if res.OK != 30 || len(res.Replies) != 1 {
+		t.Errorf("30 connects with sessionAffinity ClientIP were answered by %v (errors %v); want one pod for all", res.Replies, res.Errors)
+	}
+}
+
+// TestRemoteNodePortFromPod: a pod on node 1 dials node 2's address at a
+// NodePort. Node 2 runs no agent, so only a translation at connect() on
+// node 1 can answer; getpeername still shows node 2's address.
+func TestRemoteNodePortFromPod(t *testing.T) {
+	eps := []ep{readyEP("10.244.1.12", "n1"), readyEP("10.244.2.12", "n2"), readyEP("fd00:244:2::12", "n2")}
+	e := newXEnv(t, map[string]string{
+		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.50", "fd00:96::50"}, nodePort: 30110}.yaml(eps...),
+	})
+	e.waitInspect(n1IP + ":30110/TCP")
+	pod := e.m.Pod("n1-p1").Client()
+	for _, addr := range []string{n2IP + ":30110", "[" + n2IP6 + "]:30110"} {
+		res, err := pod.TCP(e.ctx(), e.cg, addr, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.OK != 20 || res.Peer != addr {
+			t.Errorf("pod n1-p1 -> %s: %d of 20 answered by %v (errors %v), peer %q; want all, peer %s", addr, res.OK, res.Replies, res.Errors, res.Peer, addr)
+		}
+	}
+	// A port that is no NodePort crosses to node 2 as it is (and is
+	// refused there, where nothing listens).
+	res, err := pod.TCP(e.ctx(), e.cg, n2IP+":30111", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 0 || !strings.Contains(strings.Join(keys(res.Errors), ","), "ECONNREFUSED") {
+		t.Errorf("pod n1-p1 -> %s:30111 (no NodePort): %v errors %v; want refused by node 2", n2IP, res.Replies, res.Errors)
+	}
+}
+
+func keys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestAgentKilledUnderExternalLoad: the agent is killed (-9) and started
+// again while an outside client connects to a NodePort in a loop, half its
+// flows SNATed to node 2: the pinned device links and flows keep serving
+// while no agent runs, and the new agent adopts them. No connect fails.
+func TestAgentKilledUnderExternalLoad(t *testing.T) {
+	eps := []ep{readyEP("10.244.1.11", "n1"), readyEP("10.244.2.11", "n2")}
+	e := newXEnv(t, map[string]string{
+		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.60"}, nodePort: 30120}.yaml(eps...),
+	})
+	e.waitInspect(n1IP + ":30120/TCP")
+	done := make(chan *lab.Result, 1)
+	go func() {
+		res, err := e.m.Outside.Loop(e.ctx(), nil, n1IP+":30120", 8*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	time.Sleep(2 * time.Second)
+	e.stop(syscall.SIGKILL)
+	time.Sleep(2 * time.Second)
+	e.start()
+	res := <-done
+	if res == nil {
+		return
+	}
+	if res.TotalErrors() != 0 || res.OK < 500 || res.Replies["n1-p1"] == 0 || res.Replies["n2-p1"] == 0 {
+		t.Errorf("connect loop across kill -9 and restart: %d answered by %v, errors %v (first: %s); want at least 500, by both pods, none failed",
+			res.OK, res.Replies, res.Errors, res.FirstError)
+	}
+	t.Logf("%d connects in 8 s, by %v, longest gap %s", res.OK, res.Replies, res.LongestGap)
+	if !strings.Contains(e.log(), "serving traffic from other machines") {
+		t.Errorf("the restarted agent did not take the devices over:\n%s", e.log())
+	}
+}

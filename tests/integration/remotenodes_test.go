@@ -1,0 +1,50 @@
+package integration
+
+import (
+	"testing"
+	"time"
+)
+
+// TestOtherNodesNodePortTranslatedAtConnect: a connection from this node
+// to another Node's address and a nodePort is translated at connect() to
+// the Service's endpoints (servicemap's wildcard NodePort frontend, and the
+// other Nodes' addresses the agent hands the datapath), instead of going
+// through that node; an address no Node has is left alone; when the Node's
+// address changes in its object, the old one is left alone and the new one
+// translated. The client's namespace has no route to those addresses: an
+// untranslated connect fails with ENETUNREACH and nothing leaves.
+func TestOtherNodesNodePortTranslatedAtConnect(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"node-a.yaml": nodeYAML("node-a", "192.168.50.10", "zone-a"),
+		"node-b.yaml": nodeYAML("node-b", "192.168.50.11", "zone-a"),
+		"svc.yaml":    svcSpec{name: "np", clusterIPs: []string{vip}, typ: "NodePort", nodePort: 30080}.yaml(allReady("node-a")...),
+	})
+	e.waitInspect(10*time.Second, "0.0.0.0:30080/TCP", "10.244.1.13:8080")
+	waitTranslated := func(addr string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res := tcpN(t, e, e.client(), addr, 30)
+			if res.OK == 30 && len(res.Replies) >= 2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: replies %v errors %v, want 30 answers spread over the pods\nagent log:\n%s", addr, res.Replies, res.Errors, e.agentLog())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	untouched := func(addr string) {
+		t.Helper()
+		if res := tcpN(t, e, e.client(), addr, 3); res.Errors["ENETUNREACH"] != 3 {
+			t.Errorf("%s: replies %v errors %v, want it left alone (ENETUNREACH: no route from the client)", addr, res.Replies, res.Errors)
+		}
+	}
+	waitTranslated("192.168.50.11:30080")
+	untouched("192.168.50.12:30080") // no Node has it
+	untouched("192.168.50.11:30081") // no nodePort there
+
+	e.writeManifest("node-b.yaml", nodeYAML("node-b", "192.168.50.13", "zone-a"))
+	waitTranslated("192.168.50.13:30080")
+	untouched("192.168.50.11:30080")
+}
