@@ -403,7 +403,7 @@ func TestKubectlPlugin(t *testing.T) {
 		out, err := exec.Command(bin, append([]string{"--kubeconfig", n.CP.AdminKubeconfig}, args...)...).CombinedOutput()
 		return string(out), err
 	}
-	out, err := run("inspect", e.ns+"/echo")
+	out, err := run("inspect", "--node", nodeName(t, 0), e.ns+"/echo")
 	if err != nil {
 		t.Fatalf("kubectl socklb inspect %s/echo: %v\n%s", e.ns, err, out)
 	}
