@@ -107,6 +107,10 @@ static __always_inline void flow_seen(struct flow_value *o, const struct pkt *p,
 {
 	__u8 fl = o->flags;
 
+	/* A client's new SYN on a flow it closed reuses the flow, as
+	 * conntrack reopens a closed connection: its timers start over. */
+	if (!reply && (p->tcp_flags & (PKT_TCP_SYN | PKT_TCP_ACK)) == PKT_TCP_SYN)
+		fl &= ~(FLOW_F_CLOSING | FLOW_F_REPLIED);
 	if (reply)
 		fl |= FLOW_F_REPLIED;
 	if (p->tcp_flags & (PKT_TCP_FIN | PKT_TCP_RST))

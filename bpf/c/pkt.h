@@ -24,6 +24,7 @@
 #define PKT_TCP_FIN 0x01
 #define PKT_TCP_SYN 0x02
 #define PKT_TCP_RST 0x04
+#define PKT_TCP_ACK 0x10
 
 enum pkt_parse {
 	PKT_OK = 0,

@@ -49,6 +49,7 @@ type agentFlags struct {
 	devices                             []string
 	maxFlows                            uint
 	natPortMin, natPortMax              uint16
+	ctEstablished, ctCloseWait          time.Duration
 	logging                             *logsapi.LoggingConfiguration
 }
 
@@ -83,6 +84,8 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.StringSliceVar(&c.Devices, "devices", c.Devices, "comma-separated devices --packet-lb serves (Cilium's --devices); default: the devices carrying this node's NodePort addresses")
 	fs.UintVar(&c.MaxFlows, "max-flows", c.MaxFlows, "capacity of the flows map: flows from other machines tracked at once (conntrack's table); when it is full new flows are dropped, never live ones")
 	fs.StringVar(&c.NATPortRange, "nat-port-range", c.NATPortRange, "source ports of flows SNATed toward a backend on another node (first-last); keep it outside net.ipv4.ip_local_port_range")
+	fs.DurationVar(&c.ConntrackTCPEstablished.Duration, "conntrack-tcp-timeout-established", c.ConntrackTCPEstablished.Duration, "set the node's nf_conntrack_tcp_timeout_established at start, as kube-proxy does (its default: 24h); 0 leaves it alone")
+	fs.DurationVar(&c.ConntrackTCPCloseWait.Duration, "conntrack-tcp-timeout-close-wait", c.ConntrackTCPCloseWait.Duration, "set the node's nf_conntrack_tcp_timeout_close_wait at start, as kube-proxy does (its default: 1h); 0 leaves it alone")
 	fs.DurationVar(&c.LockTimeout.Duration, "lock-timeout", c.LockTimeout.Duration, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
 	fs.DurationVar(&c.PinCheckInterval.Duration, "pin-check-interval", c.PinCheckInterval.Duration, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
 
@@ -165,6 +168,7 @@ func (o *agentOptions) complete() (agentFlags, error) {
 		hostNSOnly: c.SocketLBHostNSOnly, profiling: c.Profiling, profilingAllowRemote: c.ProfilingAllowRemote,
 		perServiceMetrics: c.PerServiceMetrics, terminateSockets: c.TerminateSockets,
 		packetLB: c.PacketLB, devices: c.Devices, maxFlows: c.MaxFlows,
+		ctEstablished: c.ConntrackTCPEstablished.Duration, ctCloseWait: c.ConntrackTCPCloseWait.Duration,
 		logging: &c.Logging,
 	}
 	var err error

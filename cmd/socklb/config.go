@@ -33,22 +33,25 @@ type SocklbConfiguration struct {
 	NodeName string `json:"nodeName,omitempty"`
 
 	// Datapath.
-	CgroupPath            string          `json:"cgroupPath,omitempty"`
-	BPFFSPath             string          `json:"bpffsPath"`
-	MaxServices           uint            `json:"maxServices"`
-	MaxBackends           uint            `json:"maxBackends"`
-	MaxRevNAT             uint            `json:"maxRevNAT,omitempty"`
-	MaxAffinity           uint            `json:"maxAffinity"`
-	SocketLBHostNSOnly    bool            `json:"socketLBHostNSOnly"`
-	TerminateSockets      string          `json:"terminateSockets"`
-	DisableKernelFeatures []string        `json:"disableKernelFeatures,omitempty"`
-	NodePortAddresses     []string        `json:"nodePortAddresses,omitempty"`
-	PacketLB              bool            `json:"packetLB"`
-	Devices               []string        `json:"devices,omitempty"`
-	MaxFlows              uint            `json:"maxFlows"`
-	NATPortRange          string          `json:"natPortRange"`
-	LockTimeout           metav1.Duration `json:"lockTimeout"`
-	PinCheckInterval      metav1.Duration `json:"pinCheckInterval"`
+	CgroupPath            string   `json:"cgroupPath,omitempty"`
+	BPFFSPath             string   `json:"bpffsPath"`
+	MaxServices           uint     `json:"maxServices"`
+	MaxBackends           uint     `json:"maxBackends"`
+	MaxRevNAT             uint     `json:"maxRevNAT,omitempty"`
+	MaxAffinity           uint     `json:"maxAffinity"`
+	SocketLBHostNSOnly    bool     `json:"socketLBHostNSOnly"`
+	TerminateSockets      string   `json:"terminateSockets"`
+	DisableKernelFeatures []string `json:"disableKernelFeatures,omitempty"`
+	NodePortAddresses     []string `json:"nodePortAddresses,omitempty"`
+	PacketLB              bool     `json:"packetLB"`
+	Devices               []string `json:"devices,omitempty"`
+	MaxFlows              uint     `json:"maxFlows"`
+	NATPortRange          string   `json:"natPortRange"`
+	// Conntrack timeouts kube-proxy sets on the node; 0 leaves them.
+	ConntrackTCPEstablished metav1.Duration `json:"conntrackTCPTimeoutEstablished"`
+	ConntrackTCPCloseWait   metav1.Duration `json:"conntrackTCPTimeoutCloseWait"`
+	LockTimeout             metav1.Duration `json:"lockTimeout"`
+	PinCheckInterval        metav1.Duration `json:"pinCheckInterval"`
 
 	// Health and metrics.
 	HealthzBindAddress string          `json:"healthzBindAddress"`

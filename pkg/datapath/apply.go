@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 
 	"github.com/cilium/ebpf"
@@ -239,13 +240,25 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		}
 	}
 
+	var hadRanges []netip.Prefix
+	if old != nil {
+		hadRanges = old.Frontend.SourceRanges
+	}
+	if err := d.addRanges(next.ID, hadRanges, fe.SourceRanges); err != nil {
+		rollback()
+		d.dropRanges(next.ID, fe.SourceRanges, hadRanges)
+		return err
+	}
+
 	// The flip: from here on readers use the new generation.
 	sv := svcValue(next)
 	if err := put(func() error { return d.t.services.Put(svcKey(fe.Key), sv) }); err != nil {
 		rollback()
+		d.dropRanges(next.ID, fe.SourceRanges, hadRanges)
 		return mapErr(socklbbpf.SocklbMapServices, err)
 	}
 	d.current[fe.Key] = next
+	d.dropRanges(next.ID, hadRanges, fe.SourceRanges)
 
 	if old != nil {
 		d.unrefGroup(old.Frontend)
@@ -280,6 +293,7 @@ func (d *Datapath) remove(cur *Service) error {
 		return fmt.Errorf("deleting service entry: %w", err)
 	}
 	delete(d.current, cur.Frontend.Key)
+	d.dropRanges(cur.ID, cur.Frontend.SourceRanges, nil)
 	d.retire(cur, &Service{})
 	d.unrefGroup(cur.Frontend)
 	_ = d.t.svcNames.Delete(cur.ID)
@@ -318,7 +332,7 @@ func memberKey(svcID uint32, b servicemap.Backend) socklbbpf.SocklbMemberKey {
 }
 
 func svcKey(k servicemap.FrontendKey) socklbbpf.SocklbSvcKey {
-	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto)}
+	return socklbbpf.SocklbSvcKey{Addr: addrBytes(k.Addr), Port: portToMap(k.Port), Proto: uint8(k.Proto), Scope: socklbbpf.SocklbSvcScope(k.Scope)}
 }
 
 // mapErr names the map and the flag that sizes it when the kernel says the

@@ -89,6 +89,14 @@ func (d *Datapath) writeChunk(chunk []servicemap.Frontend) (err error) {
 		}
 		next = append(next, s)
 	}
+	// Source ranges per entry (an LPM trie takes no batch), before the
+	// service entries that point at them.
+	for _, s := range next {
+		undo = append(undo, func() { d.dropRanges(s.ID, s.Frontend.SourceRanges, nil) })
+		if err := d.addRanges(s.ID, nil, s.Frontend.SourceRanges); err != nil {
+			return err
+		}
+	}
 	byName := f.tables()
 	maps := mapFields(&d.t)
 	for _, def := range fillOrder() {
@@ -224,6 +232,9 @@ func svcValue(s *Service) socklbbpf.SocklbSvcValue {
 	}
 	if fe.LocalOnly {
 		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_LOCAL
+	}
+	if len(fe.SourceRanges) > 0 {
+		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_SRC_RANGES
 	}
 	return sv
 }

@@ -110,10 +110,22 @@ func (d *Datapath) ExpireFlows() (FlowStats, error) {
 		return st, fmt.Errorf("reading the flows map: %w", err)
 	}
 	for rk, created := range reply {
-		if !live[rk] {
-			drop = append(drop, seen{rk, created})
-			st.Orphans++
+		// A reply entry whose flow the walk did not see: the flow may be
+		// new (the walk missed it) or being created (its reply entry is
+		// written first), so it is an orphan only if, now, its flow is
+		// still gone and it is old enough not to be mid-creation.
+		if live[rk] || now-time.Duration(created) < orphanGrace {
+			continue
 		}
+		if err := d.t.flows.Lookup(rk, &v); err != nil {
+			continue
+		}
+		var o socklbbpf.SocklbFlowValue
+		if err := d.t.flows.Lookup(origKey(rk, v), &o); err == nil && o.Dir == socklbbpf.SocklbFlowDirFLOW_ORIG {
+			continue
+		}
+		drop = append(drop, seen{rk, created})
+		st.Orphans++
 	}
 	var errs []error
 	for _, e := range drop {
@@ -130,6 +142,16 @@ func (d *Datapath) ExpireFlows() (FlowStats, error) {
 		return st, fmt.Errorf("removing expired flows: %w", errors.Join(errs...))
 	}
 	return st, nil
+}
+
+// orphanGrace is how old a reply entry without its flow must be before a
+// sweep removes it: flow_create writes the reply entry, then the flow's.
+const orphanGrace = time.Second
+
+// origKey is the key of the ORIG entry of the REPLY entry k -> v
+// (flow_orig_key in bpf/c/flow.h).
+func origKey(k socklbbpf.SocklbFlowKey, v socklbbpf.SocklbFlowValue) socklbbpf.SocklbFlowKey {
+	return socklbbpf.SocklbFlowKey{Saddr: v.Addr, Daddr: v.NatAddr, Sport: v.Port, Dport: v.NatPort, Proto: k.Proto}
 }
 
 // replyKey is the key of the REPLY entry of the ORIG entry k -> v

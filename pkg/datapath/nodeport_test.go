@@ -401,3 +401,72 @@ func TestFlowsExpire(t *testing.T) {
 		}
 	})
 }
+
+// TestExternalScopeAndSourceRanges: a frontend's ScopeExternal twin
+// (externalTrafficPolicy Local) answers packets from other machines with
+// its own backends while the ScopeAny entry keeps the cluster's for
+// sockets; a LoadBalancer IP with loadBalancerSourceRanges admits a source
+// inside them and drops one outside. A restarted datapath reads both back.
+func TestExternalScopeAndSourceRanges(t *testing.T) {
+	anyScope := nodePort(labNode, 30080, servicemap.TCP, "10.244.1.5:8080", "10.244.2.5:8080")
+	local := nodePort(labNode, 30080, servicemap.TCP, "10.244.1.5:8080")
+	local.Key.Scope = servicemap.ScopeExternal
+	local.LocalOnly = true
+	lb := frontend("203.0.113.10", 80, servicemap.TCP, "10.244.1.6:8080")
+	lb.Kind = servicemap.KindLoadBalancer
+	lb.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.250.0.100/32"), netip.MustParsePrefix("192.0.2.0/24")}
+	lb6 := frontend("2001:db8::10", 80, servicemap.TCP, "[fd00:244:1::6]:8080")
+	lb6.Kind = servicemap.KindLoadBalancer
+	lb6.SourceRanges = []netip.Prefix{netip.MustParsePrefix("fd00:250::100/128")}
+	cfg := Config{PacketLB: true, BPFFSPath: pinDir(t)}
+	d := openTest(t, cfg)
+	want := state(anyScope, local, lb, lb6)
+	mustApply(t, d, want)
+	in := d.nodeport.SocklbFromNetdev
+	inNewNetNS(t, func(h *netlink.Handle) {
+		lab, err := setUpNodeLab(h)
+		if err != nil {
+			t.Errorf("lab: %v", err)
+			return
+		}
+		natDev(t, d, lab)
+		for port := uint16(40000); port < 40020; port++ {
+			pkt := testPacket{src: netip.AddrPortFrom(labClient, port), dst: netip.AddrPortFrom(labNode, 30080), proto: protoTCP, tcpFlags: tcpSYN}
+			_, frame, _ := runTC(in, pkt.bytes(), lab.dev0)
+			if got := parsePacket(t, frame).dst; got != netip.MustParseAddrPort("10.244.1.5:8080") {
+				t.Errorf("externalTrafficPolicy Local: a packet from outside went to %s, want the local 10.244.1.5:8080 only", got)
+				break
+			}
+		}
+		for _, c := range []struct {
+			src, dst string
+			want     uint32
+		}{
+			{"10.250.0.100:40000", "203.0.113.10:80", tcActOK},
+			{"192.0.2.7:40000", "203.0.113.10:80", tcActOK},
+			{"10.250.0.101:40000", "203.0.113.10:80", tcActShot},
+			{"[fd00:250::100]:40000", "[2001:db8::10]:80", tcActOK},
+			{"[fd00:250::101]:40000", "[2001:db8::10]:80", tcActShot},
+		} {
+			pkt := testPacket{src: netip.MustParseAddrPort(c.src), dst: netip.MustParseAddrPort(c.dst), proto: protoTCP, tcpFlags: tcpSYN}
+			if v, _, _ := runTC(in, pkt.bytes(), lab.dev0); v != c.want {
+				t.Errorf("%s -> %s with loadBalancerSourceRanges: verdict %d, want %d", c.src, c.dst, v, c.want)
+			}
+		}
+		if ev := flowEvents(t, d); ev[socklbbpf.SocklbFlowEventFLOW_EV_SRC_RANGE] != 2 {
+			t.Errorf("source range drops counted %d, want 2", ev[socklbbpf.SocklbFlowEventFLOW_EV_SRC_RANGE])
+		}
+	})
+	d.Close()
+	d2, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	got := d2.Programmed()
+	for k, fe := range want {
+		if p, ok := got[k]; !ok || !p.Frontend.Equal(fe) {
+			t.Errorf("after a restart %s reads back as %+v, want %+v", k, p.Frontend, fe)
+		}
+	}
+}

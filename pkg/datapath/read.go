@@ -57,6 +57,10 @@ type Service struct {
 // readServices reconstructs every programmed frontend from the maps.
 func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 	out := map[servicemap.FrontendKey]*Service{}
+	ranges, err := readRanges(t)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		k socklbbpf.SocklbSvcKey
 		v socklbbpf.SocklbSvcValue
@@ -67,6 +71,7 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 			Addr:  addrFromBytes(k.Addr),
 			Port:  portFromMap(k.Port),
 			Proto: servicemap.Protocol(k.Proto),
+			Scope: servicemap.Scope(k.Scope),
 		}
 		s := &Service{ID: v.SvcId, Generation: v.Generation, AffinityID: v.AffinityId}
 		s.Frontend.Key = key
@@ -74,6 +79,9 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
 		s.Frontend.PolicyDrop = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_POLICY_DROP != 0
 		s.Frontend.LocalOnly = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_LOCAL != 0
+		if v.Flags&socklbbpf.SocklbSvcFlagSVC_F_SRC_RANGES != 0 {
+			s.Frontend.SourceRanges = ranges[v.SvcId]
+		}
 		var name socklbbpf.SocklbSvcName
 		if err := t.svcNames.Lookup(v.SvcId, &name); err == nil {
 			s.Frontend.Service, s.Frontend.PortName = parseSvcName(cString(name.Name[:]))

@@ -176,14 +176,19 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 				// RemoteNodeAddresses), which saves the hairpin through
 				// that node. kube-proxy leaves such a packet to the other
 				// node, for which it is external traffic: under
-				// externalTrafficPolicy Cluster it picks from the same
-				// cluster-wide endpoints as here; under Local it would
-				// pick that node's own. Like Cilium's socket LB, whose
-				// in-cluster scope keeps every endpoint (cilium/cilium
-				// #12311), socklb serves the node's sockets from the
-				// cluster-wide set, as its own NodePorts do. No twin: a
-				// packet from another machine never carries 0.0.0.0.
-				b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external)})
+				// externalTrafficPolicy Cluster that node picks from the
+				// same cluster-wide endpoints as here, so translating here
+				// changes nothing but the path. Under Local it picks only
+				// its own endpoints, and drops the packet when it has
+				// none (upstream e2e's terminating-endpoint fallback test
+				// checks that another node's NodePort fails then): so
+				// there is no wildcard, the socket crosses to that node
+				// untranslated, and that node's per-packet path decides.
+				// No twin: a packet from another machine never carries
+				// 0.0.0.0.
+				if !externalLocal {
+					b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external)})
+				}
 			}
 			for _, a := range famExt {
 				addExternal(KindExternalIP, a, sp.port)

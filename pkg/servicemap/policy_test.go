@@ -158,7 +158,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-b", ready("10.0.0.2")), on("node-c", ready("10.0.0.3")))},
 			nodes: nodeA(), nodeName: "node-a", local: []string{"10.1.0.5"},
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.2:8080 10.0.0.3:8080]",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> [10.0.0.2:8080 10.0.0.3:8080]",
 				"10.1.0.5:30080/TCP/external NodePort default/web:http -> [] drop",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080 10.0.0.3:8080]",
@@ -176,7 +175,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-a", ready("10.0.0.1")), on("node-b", ready("10.0.0.2")))},
 			nodes: nodeA(), nodeName: "node-a", local: []string{"10.1.0.5"},
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.1:8080 10.0.0.2:8080]",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> [10.0.0.1:8080 10.0.0.2:8080]",
 				"10.1.0.5:30080/TCP/external NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080 10.0.0.2:8080]",
@@ -194,7 +192,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-b", ready("10.0.0.2")))},
 			nodes: nodeA(), nodeName: "node-a",
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [] drop",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"192.0.2.10:80/TCP ExternalIP default/web:http -> [10.0.0.2:8080]",
@@ -210,7 +207,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-a", notReady("10.0.0.1")))},
 			nodes: nodeA(), nodeName: "node-a",
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> []",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> []",
 				"192.0.2.10:80/TCP ExternalIP default/web:http -> []",
@@ -226,7 +222,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-b", servingTerminating("10.0.0.2")))},
 			nodes: nodeA(), nodeName: "node-a",
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"192.0.2.10:80/TCP ExternalIP default/web:http -> [10.0.0.2:8080]",
@@ -243,7 +238,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-b", ready("10.0.0.2")))},
 			nodes: nodeA(), nodeName: "node-a",
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"192.0.2.10:80/TCP ExternalIP default/web:http -> [10.0.0.2:8080]",
@@ -259,7 +253,6 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 				on("node-a", zoneHints(ready("10.0.0.1"), "zone-b")), on("node-b", zoneHints(ready("10.0.0.2"), "zone-a")))},
 			nodes: nodeA(), nodeName: "node-a", local: []string{"10.1.0.5"},
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> [10.0.0.2:8080]",
 				"10.1.0.5:30080/TCP/external NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.2:8080]",
@@ -276,12 +269,10 @@ func TestBuildExternalTrafficPolicy(t *testing.T) {
 			},
 			nodes: nodeA(), nodeName: "node-a", local: []string{"10.1.0.5", "2001:db8::5"},
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.1.0.5:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.1.0.5:30080/TCP/external NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
-				"[::]:30080/TCP NodePort default/web:http -> [[fd00:1::2]:8080]",
 				"[2001:db8::5]:30080/TCP NodePort default/web:http -> [[fd00:1::2]:8080]",
 				"[2001:db8::5]:30080/TCP/external NodePort default/web:http -> [] drop",
 				"[fd00::10]:80/TCP ClusterIP default/web:http -> [[fd00:1::2]:8080]",

@@ -71,7 +71,6 @@ func TestBuildLoadBalancerSourceRanges(t *testing.T) {
 			slices:   []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, on("node-a", ready("10.0.0.1")))},
 			nodes:    nodeA(), nodeName: "node-a",
 			want: []string{
-				"0.0.0.0:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]",
 				"127.0.0.1:30080/TCP NodePort default/web:http -> [10.0.0.1:8080]",
 				"192.0.2.10:80/TCP ExternalIP default/web:http -> [10.0.0.1:8080]",

@@ -113,13 +113,17 @@ func TestExternalAffinityByClientAddress(t *testing.T) {
 
 // TestRemoteNodePortFromPod: a pod on node 1 dials node 2's address at a
 // NodePort. Node 2 runs no agent, so only a translation at connect() on
-// node 1 can answer; getpeername still shows node 2's address.
+// node 1 can answer; getpeername still shows node 2's address. Under
+// externalTrafficPolicy Local the choice is node 2's (kube-proxy leaves
+// the packet to that node, which serves it from its own endpoints only),
+// so node 1 does not translate it and node 2 answers as it is.
 func TestRemoteNodePortFromPod(t *testing.T) {
 	eps := []ep{readyEP("10.244.1.12", "n1"), readyEP("10.244.2.12", "n2"), readyEP("fd00:244:2::12", "n2")}
 	e := newXEnv(t, map[string]string{
-		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.50", "fd00:96::50"}, nodePort: 30110}.yaml(eps...),
+		"web.yaml":   svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.50", "fd00:96::50"}, nodePort: 30110}.yaml(eps...),
+		"local.yaml": svcSpec{name: "local", typ: "NodePort", etp: "Local", clusterIPs: []string{"10.96.0.51"}, nodePort: 30112}.yaml(readyEP("10.244.1.12", "n1")),
 	})
-	e.waitInspect(n1IP + ":30110/TCP")
+	e.waitInspect(n1IP+":30110/TCP", n1IP+":30112/TCP")
 	pod := e.m.Pod("n1-p1").Client()
 	for _, addr := range []string{n2IP + ":30110", "[" + n2IP6 + "]:30110"} {
 		res, err := pod.TCP(e.ctx(), e.cg, addr, 20)
@@ -138,6 +142,13 @@ func TestRemoteNodePortFromPod(t *testing.T) {
 	}
 	if res.OK != 0 || !strings.Contains(strings.Join(keys(res.Errors), ","), "ECONNREFUSED") {
 		t.Errorf("pod n1-p1 -> %s:30111 (no NodePort): %v errors %v; want refused by node 2", n2IP, res.Replies, res.Errors)
+	}
+	res, err = pod.TCP(e.ctx(), e.cg, n2IP+":30112", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 0 || !strings.Contains(strings.Join(keys(res.Errors), ","), "ECONNREFUSED") {
+		t.Errorf("pod n1-p1 -> %s:30112 (externalTrafficPolicy Local, its endpoint on node 1): %v errors %v; want it left to node 2 (refused there: no agent)", n2IP, res.Replies, res.Errors)
 	}
 }
 
@@ -182,5 +193,76 @@ func TestAgentKilledUnderExternalLoad(t *testing.T) {
 	t.Logf("%d connects in 8 s, by %v, longest gap %s", res.OK, res.Replies, res.LongestGap)
 	if !strings.Contains(e.log(), "serving traffic from other machines") {
 		t.Errorf("the restarted agent did not take the devices over:\n%s", e.log())
+	}
+}
+
+// TestExternalTrafficPolicyLocal: externalTrafficPolicy Local through node
+// 1 reaches only node 1's pod, which sees the outside client's own
+// address; a Service whose endpoints are all on node 2 is not served
+// through node 1 (kube-proxy drops: the client times out), while a pod on
+// node 1 still reaches it through the NodePort (kube-proxy's short-circuit
+// for traffic that starts on the node).
+func TestExternalTrafficPolicyLocal(t *testing.T) {
+	e := newXEnv(t, map[string]string{
+		"local.yaml": svcSpec{name: "local", typ: "NodePort", etp: "Local", clusterIPs: []string{"10.96.0.70"}, nodePort: 30130, udpNodePort: 30131, hcNodePort: 30132}.yaml(
+			readyEP("10.244.1.11", "n1"), readyEP("10.244.2.11", "n2")),
+		"remote.yaml": svcSpec{name: "remote", typ: "NodePort", etp: "Local", clusterIPs: []string{"10.96.0.71"}, nodePort: 30140, hcNodePort: 30142}.yaml(
+			readyEP("10.244.2.12", "n2")),
+	})
+	e.waitInspect(n1IP+":30130/TCP", n1IP+":30140/TCP")
+	res := e.outside("tcp", n1IP+":30130", 30)
+	if res.OK != 30 || res.Replies["n1-p1"] != 30 {
+		t.Errorf("eTP Local via node 1: %d of 30 answered by %v (errors %v); want all by n1-p1", res.OK, res.Replies, res.Errors)
+	}
+	udp := e.outside("udp-connected", n1IP+":30131", 20, "--reconnect")
+	if udp.OK != 20 || udp.Replies["n1-p1"] != 20 {
+		t.Errorf("eTP Local via node 1, UDP: %d of 20 answered by %v (errors %v); want all by n1-p1", udp.OK, udp.Replies, udp.Errors)
+	}
+	if got := e.peers("n1-p1", "tcp"); !slices.Equal(got, []netip.Addr{netip.MustParseAddr(outsideIP)}) {
+		t.Errorf("n1-p1 saw connections from %v, want the client's own %s", got, outsideIP)
+	}
+	res = e.outside("tcp", n1IP+":30140", 2, "--timeout", "500ms")
+	if res.OK != 0 || res.Errors["timeout"] != 2 {
+		t.Errorf("eTP Local with no endpoint on node 1: %v, errors %v; want 2 timeouts (dropped)", res.Replies, res.Errors)
+	}
+	pod, err := e.m.Pod("n1-p2").Client().TCP(e.ctx(), e.cg, n1IP+":30140", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.OK != 5 || pod.Replies["n2-p2"] != 5 {
+		t.Errorf("a pod on node 1 -> NodePort of an eTP Local Service with endpoints elsewhere: %v, errors %v; want 5 by n2-p2", pod.Replies, pod.Errors)
+	}
+}
+
+// TestLoadBalancerSourceRangesFromOutside: a LoadBalancer IP with
+// loadBalancerSourceRanges answers the outside client while its address is
+// in a range, and drops it once the ranges leave it out.
+func TestLoadBalancerSourceRangesFromOutside(t *testing.T) {
+	lb := svcSpec{name: "fw", typ: "LoadBalancer", clusterIPs: []string{"10.96.0.80"}, nodePort: 30150, lbIngress: []string{"203.0.113.20"}, srcRanges: []string{outsideIP + "/32"}}
+	eps := []ep{readyEP("10.244.2.11", "n2")}
+	e := newXEnv(t, map[string]string{"fw.yaml": lb.yaml(eps...)})
+	if err := e.m.RouteVia(netip.MustParsePrefix("203.0.113.20/32"), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitInspect("203.0.113.20:80/TCP")
+	if res := e.outside("tcp", "203.0.113.20:80", 10); res.OK != 10 {
+		t.Errorf("a source inside loadBalancerSourceRanges: %d of 10 answered (errors %v)", res.OK, res.Errors)
+	}
+	lb.srcRanges = []string{"192.0.2.0/24"}
+	e.write("fw.yaml", lb.yaml(eps...))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := e.outside("tcp", "203.0.113.20:80", 2, "--timeout", "500ms")
+		if res.OK == 0 && res.Errors["timeout"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a source outside loadBalancerSourceRanges still answered 10 s after the change: %v, errors %v", res.Replies, res.Errors)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The NodePort of the same Service is not behind the ranges.
+	if res := e.outside("tcp", n1IP+":30150", 5); res.OK != 5 {
+		t.Errorf("the NodePort of a Service with source ranges: %d of 5 answered (errors %v); kube-proxy checks only the LB IP", res.OK, res.Errors)
 	}
 }
