@@ -19,6 +19,7 @@ func TestMetricsMatchDocs(t *testing.T) {
 	a, err := New(Config{
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Datapath: nopApplier{},
 		Scrape: fakeReader{}, PerServiceMetrics: true, Version: "test", Revision: "abc",
+		Packets: &fakePackets{},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -264,5 +265,37 @@ func TestLoadBalancerSourceRangesFromOutside(t *testing.T) {
 	// The NodePort of the same Service is not behind the ranges.
 	if res := e.outside("tcp", n1IP+":30150", 5); res.OK != 5 {
 		t.Errorf("the NodePort of a Service with source ranges: %d of 5 answered (errors %v); kube-proxy checks only the LB IP", res.OK, res.Errors)
+	}
+}
+
+// TestDeviceLinksStayThenGo: the device programs stay attached when the
+// agent stops (SIGTERM: the datapath keeps serving) and `socklb cleanup`
+// detaches them, as it does the cgroup hooks.
+func TestDeviceLinksStayThenGo(t *testing.T) {
+	e := newXEnv(t, map[string]string{
+		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.95"}, nodePort: 30160}.yaml(readyEP("10.244.1.11", "n1")),
+	})
+	e.waitInspect(n1IP + ":30160/TCP")
+	tcx := func() string {
+		progs, err := e.deviceProgs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(progs, " ")
+	}
+	e.stop(syscall.SIGTERM)
+	for _, prog := range []string{"socklb_from_netdev", "socklb_to_netdev"} {
+		if out := tcx(); !strings.Contains(out, prog) {
+			t.Errorf("after SIGTERM %s should stay on eth0; it has: %s", prog, out)
+		}
+	}
+	if res := e.outside("tcp", n1IP+":30160", 5); res.OK != 5 {
+		t.Errorf("with no agent running, the NodePort from outside: %d of 5 answered (errors %v)", res.OK, res.Errors)
+	}
+	if out, err := exec.Command(socklbBin, "cleanup", "--bpffs-path", e.fs.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("socklb cleanup: %v %s", err, out)
+	}
+	if out := tcx(); strings.Contains(out, "socklb_") {
+		t.Errorf("after socklb cleanup a socklb program is still on eth0: %s", out)
 	}
 }

@@ -2,7 +2,12 @@ package integration
 
 import (
 	"context"
+	"runtime"
+
 	"fmt"
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -193,4 +198,51 @@ func (e *xenv) peers(pod, proto string) []netip.Addr {
 		out = append(out, a)
 	}
 	return out
+}
+
+// deviceProgs names the programs attached (tcx, both directions) to node
+// i's eth0, asked from inside its namespace.
+func (e *xenv) deviceProgs(i int) ([]string, error) {
+	type answer struct {
+		names []string
+		err   error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		var a answer
+		defer func() { ch <- a }()
+		runtime.LockOSThread() // never unlocked: the thread dies in the node's namespace
+		ns, err := netns.GetFromPath(e.m.Node(i).NetNSPath())
+		if err != nil {
+			a.err = err
+			return
+		}
+		defer ns.Close()
+		if a.err = netns.Set(ns); a.err != nil {
+			return
+		}
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: e.m.Node(i).Device.Index, Attach: at})
+			if err != nil {
+				a.err = fmt.Errorf("querying %s on n%d's eth0: %w", at, i, err)
+				return
+			}
+			for _, p := range res.Programs {
+				prog, err := ebpf.NewProgramFromID(p.ID)
+				if err != nil {
+					a.err = err
+					return
+				}
+				info, err := prog.Info()
+				prog.Close()
+				if err != nil {
+					a.err = err
+					return
+				}
+				a.names = append(a.names, info.Name)
+			}
+		}
+	}()
+	a := <-ch
+	return a.names, a.err
 }
