@@ -36,6 +36,20 @@ static __always_inline int drop(enum flow_event ev)
 	return TC_ACT_SHOT;
 }
 
+/* forward sends a packet where the FIB lookup fw says: this node's stack
+ * for a local destination, else out the device it names. */
+static __always_inline int forward(struct __sk_buff *skb, const struct fwd *fw)
+{
+	switch (fwd_where(fw)) {
+	case FWD_NONE:
+		return drop(FLOW_EV_NO_ROUTE);
+	case FWD_LOCAL:
+		return TC_ACT_OK;
+	default:
+		return fwd_redirect(skb, fw);
+	}
+}
+
 /* send_orig rewrites a client's packet for its flow f and sends it on: to
  * the stack for a backend here, out the device toward another node when
  * SNATed. */
@@ -64,14 +78,7 @@ static __noinline int send_reply(struct __sk_buff *skb, struct pkt *p, const str
 	if (pkt_set_addr(skb, p, 0, A16(r->nat_addr), r->nat_port) < 0 || pkt_set_addr(skb, p, 1, A16(r->addr), r->port) < 0)
 		return TC_ACT_SHOT;
 	fwd_lookup(skb, &fw, p, p->saddr, p->daddr, p->sport, p->dport, skb->ingress_ifindex);
-	switch (fwd_where(&fw)) {
-	case FWD_NONE:
-		return drop(FLOW_EV_NO_ROUTE);
-	case FWD_LOCAL:
-		return TC_ACT_OK;
-	default:
-		return fwd_redirect(skb, &fw);
-	}
+	return forward(skb, &fw);
 }
 
 /* still_member says whether f's backend is still one of its frontend's. A
@@ -213,14 +220,7 @@ __noinline int icmp_from_netdev(struct __sk_buff *skb, struct pkt *outer)
 			return TC_ACT_OK;
 	}
 	fwd_lookup(skb, &fw, outer, outer->saddr, outer->daddr, 0, 0, skb->ingress_ifindex);
-	switch (fwd_where(&fw)) {
-	case FWD_NONE:
-		return drop(FLOW_EV_NO_ROUTE);
-	case FWD_LOCAL:
-		return TC_ACT_OK;
-	default:
-		return fwd_redirect(skb, &fw);
-	}
+	return forward(skb, &fw);
 }
 
 SEC("tc")

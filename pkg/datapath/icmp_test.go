@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -33,12 +31,7 @@ func TestNodePortRejectsWithoutEndpoints(t *testing.T) {
 			drop.PolicyDrop = true
 			d := packetDatapath(t, empty, drop)
 			in := d.nodeport.SocklbFromNetdev
-			inNewNetNS(t, func(h *netlink.Handle) {
-				lab, err := setUpNodeLab(h)
-				if err != nil {
-					t.Errorf("lab: %v", err)
-					return
-				}
+			inNodeLab(t, d, func(lab nodeLab) {
 				cli, fe := netip.AddrPortFrom(c.cli, 40000), netip.AddrPortFrom(c.node, 30080)
 				pkt := testPacket{src: cli, dst: fe, proto: c.proto, tcpFlags: tcpSYN, srcMAC: clientMAC, payload: []byte("a payload longer than what ICMP quotes of it")}
 				verdict, frame, err := runTC(in, pkt.bytes(), lab.dev0)
@@ -99,13 +92,7 @@ func TestICMPErrorsFollowTheFlow(t *testing.T) {
 				nodePort(c.node, 30080, servicemap.UDP, c.remote),
 				nodePort(c.node, 30081, servicemap.UDP, c.local))
 			in, out := d.nodeport.SocklbFromNetdev, d.nodeport.SocklbToNetdev
-			inNewNetNS(t, func(h *netlink.Handle) {
-				lab, err := setUpNodeLab(h)
-				if err != nil {
-					t.Errorf("lab: %v", err)
-					return
-				}
-				natDev(t, d, lab)
+			inNodeLab(t, d, func(lab nodeLab) {
 				cli := netip.AddrPortFrom(c.cli, 40000)
 				fe, fe2 := netip.AddrPortFrom(c.node, 30080), netip.AddrPortFrom(c.node, 30081)
 				check := func(what string, verdict uint32, frame []byte, wantVerdict uint32, src, dst netip.Addr, qsrc, qdst netip.AddrPort) {

@@ -151,6 +151,21 @@ func nodePort(addr netip.Addr, port uint16, proto servicemap.Protocol, backends 
 	return fe
 }
 
+// inNodeLab runs f inside a fresh nodeLab whose dev0 d serves (natDev).
+// Like inNewNetNS's, f must not call t.Fatal.
+func inNodeLab(t *testing.T, d *Datapath, f func(lab nodeLab)) {
+	t.Helper()
+	inNewNetNS(t, func(h *netlink.Handle) {
+		lab, err := setUpNodeLab(h)
+		if err != nil {
+			t.Errorf("lab: %v", err)
+			return
+		}
+		natDev(t, d, lab)
+		f(lab)
+	})
+}
+
 // natDev records dev0 as a device socklb serves, SNATing to the node's
 // addresses.
 func natDev(t *testing.T, d *Datapath, lab nodeLab) {
@@ -193,13 +208,7 @@ func TestNodePortToLocalBackend(t *testing.T) {
 			be := netip.MustParseAddrPort(c.backend)
 			d := packetDatapath(t, nodePort(c.node, 30080, servicemap.Protocol(c.proto), c.backend))
 			in, out := d.nodeport.SocklbFromNetdev, d.nodeport.SocklbToNetdev
-			inNewNetNS(t, func(h *netlink.Handle) {
-				lab, err := setUpNodeLab(h)
-				if err != nil {
-					t.Errorf("lab: %v", err)
-					return
-				}
-				natDev(t, d, lab)
+			inNodeLab(t, d, func(lab nodeLab) {
 				cli, fe := netip.AddrPortFrom(c.cli, 40000), netip.AddrPortFrom(c.node, 30080)
 				pkt := testPacket{src: cli, dst: fe, proto: c.proto, tcpFlags: tcpSYN, noUDPCsum: c.noCsum, payload: []byte("hello")}
 				verdict, frame, err := runTC(in, pkt.bytes(), lab.dev0)
@@ -264,13 +273,7 @@ func TestNodePortToRemoteBackend(t *testing.T) {
 			be := netip.MustParseAddrPort(c.backend)
 			d := packetDatapath(t, nodePort(c.node, 30080, servicemap.Protocol(c.proto), c.backend))
 			in := d.nodeport.SocklbFromNetdev
-			inNewNetNS(t, func(h *netlink.Handle) {
-				lab, err := setUpNodeLab(h)
-				if err != nil {
-					t.Errorf("lab: %v", err)
-					return
-				}
-				natDev(t, d, lab)
+			inNodeLab(t, d, func(lab nodeLab) {
 				cli, fe := netip.AddrPortFrom(c.cli, 40000), netip.AddrPortFrom(c.node, 30080)
 				pkt := testPacket{src: cli, dst: fe, proto: c.proto, tcpFlags: tcpSYN, payload: []byte("hello")}
 				verdict, frame, err := runTC(in, pkt.bytes(), lab.dev0)
@@ -344,13 +347,7 @@ func TestNodePortToRemoteBackend(t *testing.T) {
 func TestFlowsExpire(t *testing.T) {
 	d := packetDatapath(t, nodePort(labNode, 30080, servicemap.TCP, "10.244.1.5:8080"))
 	in := d.nodeport.SocklbFromNetdev
-	inNewNetNS(t, func(h *netlink.Handle) {
-		lab, err := setUpNodeLab(h)
-		if err != nil {
-			t.Errorf("lab: %v", err)
-			return
-		}
-		natDev(t, d, lab)
+	inNodeLab(t, d, func(lab nodeLab) {
 		fe := netip.AddrPortFrom(labNode, 30080)
 		send := func(port uint16, flags uint8) {
 			pkt := testPacket{src: netip.AddrPortFrom(labClient, port), dst: fe, proto: protoTCP, tcpFlags: flags}
@@ -423,13 +420,7 @@ func TestExternalScopeAndSourceRanges(t *testing.T) {
 	want := state(anyScope, local, lb, lb6)
 	mustApply(t, d, want)
 	in := d.nodeport.SocklbFromNetdev
-	inNewNetNS(t, func(h *netlink.Handle) {
-		lab, err := setUpNodeLab(h)
-		if err != nil {
-			t.Errorf("lab: %v", err)
-			return
-		}
-		natDev(t, d, lab)
+	inNodeLab(t, d, func(lab nodeLab) {
 		for port := uint16(40000); port < 40020; port++ {
 			pkt := testPacket{src: netip.AddrPortFrom(labClient, port), dst: netip.AddrPortFrom(labNode, 30080), proto: protoTCP, tcpFlags: tcpSYN}
 			_, frame, _ := runTC(in, pkt.bytes(), lab.dev0)

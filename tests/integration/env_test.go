@@ -81,14 +81,19 @@ func check(t *testing.T, err error) {
 
 func (e *env) writeManifest(name, body string) {
 	e.t.Helper()
-	// Write and rename, as editors and ConfigMap mounts do, so the agent
-	// never reads a half-written file.
-	tmp := filepath.Join(e.manifests, "."+name+".tmp")
+	writeManifest(e.t, e.manifests, name, body)
+}
+
+// writeManifest writes and renames, as editors and ConfigMap mounts do, so
+// the agent never reads a half-written file.
+func writeManifest(t *testing.T, dir, name, body string) {
+	t.Helper()
+	tmp := filepath.Join(dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(e.manifests, name)); err != nil {
-		e.t.Fatal(err)
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -299,3 +299,31 @@ func TestDeviceLinksStayThenGo(t *testing.T) {
 		t.Errorf("after socklb cleanup a socklb program is still on eth0: %s", out)
 	}
 }
+
+// TestOwnNodePortTerminatingLocalEndpoint: upstream's "fallback to local
+// terminating endpoints ... externalTrafficPolicy=Local": the Service's one
+// endpoint, on node 1, is terminating but still serving; a pod on node 1
+// reaches it through node 1's NodePort, and so does the outside client
+// through node 1 (the Local fallback to serving-terminating endpoints).
+func TestOwnNodePortTerminatingLocalEndpoint(t *testing.T) {
+	svc := svcSpec{name: "web", typ: "NodePort", etp: "Local", clusterIPs: []string{"10.96.0.97"}, nodePort: 30170}
+	e := newXEnv(t, map[string]string{"web.yaml": svc.yaml(readyEP("10.244.1.11", "n1"))})
+	e.waitInspect(n1IP + ":30170/TCP")
+	if res := e.outside("tcp", n1IP+":30170", 3); res.OK != 3 {
+		t.Fatalf("the outside -> node 1's NodePort, the endpoint ready: %v, errors %v", res.Replies, res.Errors)
+	}
+	// The pod is deleted: its endpoint is terminating, still serving.
+	e.write("web.yaml", svc.yaml(ep{ip: "10.244.1.11", node: "n1", serving: true, terminating: true}))
+	out := e.waitInspect("10.96.0.97:80/TCP")
+	time.Sleep(time.Second)
+	pod, err := e.m.Pod("n1-p2").Client().TCP(e.ctx(), e.cg, n1IP+":30170", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.OK != 5 || pod.Replies["n1-p1"] != 5 {
+		t.Errorf("a pod on node 1 -> node 1's NodePort, the one endpoint local and terminating: %v, errors %v; want 5 by n1-p1\n%s", pod.Replies, pod.Errors, out)
+	}
+	if res := e.outside("tcp", n1IP+":30170", 5); res.OK != 5 || res.Replies["n1-p1"] != 5 {
+		t.Errorf("the outside -> node 1's NodePort: %v, errors %v; want 5 by n1-p1", res.Replies, res.Errors)
+	}
+}

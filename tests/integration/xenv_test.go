@@ -104,13 +104,7 @@ func newXEnv(t *testing.T, files map[string]string, agentArgs ...string) *xenv {
 
 func (e *xenv) write(name, body string) {
 	e.t.Helper()
-	tmp := filepath.Join(e.manifests, "."+name+".tmp")
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(e.manifests, name)); err != nil {
-		e.t.Fatal(err)
-	}
+	writeManifest(e.t, e.manifests, name, body)
 }
 
 // start runs the agent in node 1's network namespace.
