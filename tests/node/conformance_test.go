@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/socklb/socklb/tests/node"
 )
 
 // TestConformance runs the upstream suite (e2e.test v1.37.2) against this
@@ -43,6 +45,19 @@ func TestConformance(t *testing.T) {
 	}
 	f, _ := os.OpenFile(filepath.Join(dir, "run.txt"), os.O_APPEND|os.O_WRONLY, 0)
 	fmt.Fprintf(f, "duration: %s\n", time.Since(start).Round(time.Second))
+	// A test that failed while the machine stood still says nothing about
+	// the proxy: the kernel's stall reports during the suite go on record.
+	if stalls, err := node.KernelStalls(start, time.Now()); err != nil {
+		fmt.Fprintf(f, "machine stalls: unknown (%v)\n", err)
+	} else {
+		fmt.Fprintf(f, "machine stalls (kernel log): %d\n", len(stalls))
+		for _, s := range stalls {
+			fmt.Fprintf(f, "  %s\n", s)
+		}
+		if len(stalls) > 0 {
+			t.Logf("the kernel reported %d stalls during the suite (run.txt): failures that overlap them may be the machine's", len(stalls))
+		}
+	}
 	f.Close()
 	// Last: the pair's promotion (tests/node/promote.sh) needs it.
 	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o644); err != nil {

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ var (
 	skip      = flag.String("skip", "", "e2e.test --ginkgo.skip (default: node.Skip for -nodes)")
 	nodes     = flag.Int("nodes", 3, "how many nodes (1..9): each its own network and mount namespace, containerd, kubelet and child cgroup")
 	procs     = flag.Int("procs", 4, "ginkgo processes for TestConformance ([Serial] tests run alone at the end); 1 runs e2e.test directly")
+	hold      = flag.Duration("hold", 0, "after the tests, keep the cluster up this long (or until <run dir>/release exists, or SIGINT/SIGTERM) for a look by hand; <run dir>/hold.txt says how to reach it. The test binary's -timeout must cover it")
 
 	n    *node.Cluster
 	root string
@@ -182,6 +185,43 @@ func parent() int {
 	return code
 }
 
+// holdCluster keeps the cluster up for a look by hand: it writes
+// <run dir>/hold.txt (how to reach the API server and each node's
+// namespaces from the machine) and returns after d, when <run dir>/release
+// exists, or on SIGINT/SIGTERM; the usual teardown follows.
+func holdCluster(d time.Duration) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "harness pid %d (its network namespace holds the underlay and the API server)\n", os.Getpid())
+	fmt.Fprintf(&b, "kubectl: nsenter -t %d -n -- %s --kubeconfig %s ...\n", os.Getpid(), filepath.Join(n.Tools, "kubectl"), n.CP.AdminKubeconfig)
+	for _, p := range n.Nodes {
+		fmt.Fprintf(&b, "node %s (%s): nsenter -t %d -n -m -- ...\n", p.Spec.Name, p.Spec.IP, p.Pid())
+	}
+	release := filepath.Join(n.Dir, "release")
+	fmt.Fprintf(&b, "until %s, or: touch %s\n", time.Now().Add(d).Format(time.RFC3339), release)
+	_ = os.WriteFile(filepath.Join(n.Dir, "hold.txt"), []byte(b.String()), 0o644)
+	fmt.Printf("node: holding the cluster:\n%s", b.String())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for {
+		select {
+		case <-deadline:
+			return
+		case s := <-sigs:
+			fmt.Printf("node: %v: ending the hold\n", s)
+			return
+		case <-tick.C:
+			if _, err := os.Stat(release); err == nil {
+				fmt.Println("node: released")
+				return
+			}
+		}
+	}
+}
+
 // isSocklb reports whether socklb is this node's proxy, however installed.
 func isSocklb() bool { return *proxy == "socklb" || *proxy == "socklb-helm" }
 
@@ -225,6 +265,9 @@ func child(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "node: tests failed; logs:\n%s", n.LogTails(40))
+	}
+	if *hold > 0 {
+		holdCluster(*hold)
 	}
 	if isSocklb() {
 		if err := n.CheckHooks(true); err != nil {
