@@ -35,6 +35,7 @@ check-generated: generate
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags node ./tests/node/...
 
 # Every layer: unit tests, BPF_PROG_TEST_RUN tests, netns integration tests,
 # and e2e against a real control plane (run once, by the e2e target).
@@ -128,17 +129,27 @@ bench-ci:
 	$(MAKE) bench-smoke BENCH_OUT=$(BENCH_CI_DIR) BENCH_MD=$(BENCH_CI_DIR)/BENCHMARKS.md
 	rm -rf $(BENCH_CI_DIR)
 
-# One real node on this machine (tests/node): the control plane, kube-scheduler,
-# kubelet v1.37.2, Debian's containerd, runc and CNI bridge, in a network and
-# mount namespace of its own with no route off the machine. The upstream
-# suite runs twice, with kube-proxy v1.37.2 (iptables, the control) and with
-# socklb installed from deploy/ (kubectl apply -k); socklb's own real-node
-# tests run in the second. CONFORMANCE.md is generated from the two JUnit
-# reports, committed under tests/node/results. Needs root, containerd, runc,
-# containernetworking-plugins, debootstrap, busybox-static.
+# Real nodes on this machine (tests/node): NODES of them (3 by default; 1
+# works), each in a network and mount namespace of its own with Debian's
+# containerd, runc and CNI bridge, kubelet v1.37.2 on an ext4 disk image and
+# a child cgroup of one fresh child of the cgroup v2 tree, routed to each
+# other over an underlay bridge in a namespace the harness owns, beside the
+# control plane (with kube-scheduler) and an "outside" namespace; nothing
+# routes off the machine. The upstream suite runs twice, with kube-proxy
+# v1.37.2 (iptables, the control) on every node and with socklb installed
+# from deploy/ (kubectl apply -k); socklb's own real-node tests run in the
+# second. Each run writes a new directory; the committed results under
+# tests/node/results are replaced only when both runs of the pair
+# completed, and CONFORMANCE.md is made from that pair. Needs root,
+# containerd, runc, containernetworking-plugins, debootstrap,
+# busybox-static, e2fsprogs, bpftool.
+NODES ?= 3
 CONFORMANCE_FOCUS ?=
+CONFORMANCE_PROCS ?= 4
 CONFORMANCE_TIMEOUT ?= 6h
 CONFORMANCE_OUT ?= tests/node/results
+CONFORMANCE_NEW ?= $(CONFORMANCE_OUT)/new-$(shell date -u +%Y%m%dT%H%M%S)
+CONFORMANCE_ARGS = -nodes=$(NODES) -procs=$(CONFORMANCE_PROCS) $(if $(CONFORMANCE_FOCUS),-focus='$(CONFORMANCE_FOCUS)')
 conformance-tools:
 	sh tests/e2e/tools/build.sh --node
 
@@ -148,14 +159,19 @@ conformance-tools:
 # the chart (helm install; TestHelmUpgradeUnderLoad; helm uninstall and the
 # checks that nothing is left), NODE_PROXY=socklb deploy/ with kustomize.
 NODE_PROXY ?= socklb-helm
-NODE_TESTS ?= TestPodToClusterIP|TestInspectInAgentPod|TestConnectedUDPMovedOffDeletedBackend|TestAgentPodRecreatedUnderLoad|TestKubectlPlugin|TestHelmUpgradeUnderLoad
+NODE_TESTS ?= TestPodToClusterIP|TestInspectInAgentPod|TestConnectedUDPMovedOffDeletedBackend|TestAgentPodRecreatedUnderLoad|TestKubectlPlugin|TestHelmUpgradeUnderLoad|TestRemoteOnlyEndpoint|TestInternalTrafficPolicyLocal|TestExternalTrafficPolicyLocal
 node-tests: conformance-tools helm-tool
-	$(GO) test -tags node -count=1 -v -timeout 1h ./tests/node/ -run '$(NODE_TESTS)' -args -proxy=$(NODE_PROXY)
+	$(GO) test -tags node -count=1 -v -timeout 1h ./tests/node/ -run '$(NODE_TESTS)' -args -proxy=$(NODE_PROXY) -nodes=$(NODES)
 
 conformance: conformance-tools
-	rm -rf $(CONFORMANCE_OUT)/kube-proxy $(CONFORMANCE_OUT)/socklb
 	$(GO) test -tags node -count=1 -v -timeout $(CONFORMANCE_TIMEOUT) ./tests/node/ -run 'TestConformance' \
-		-args -proxy=kube-proxy -report-dir=$(abspath $(CONFORMANCE_OUT))/kube-proxy $(if $(CONFORMANCE_FOCUS),-focus='$(CONFORMANCE_FOCUS)')
+		-args -proxy=kube-proxy -report-dir=$(abspath $(CONFORMANCE_NEW))/kube-proxy $(CONFORMANCE_ARGS)
+	# socklb's own tests run after the suite in the same cluster; their
+	# verdict is kept until the pair is promoted and reported.
 	$(GO) test -tags node -count=1 -v -timeout $(CONFORMANCE_TIMEOUT) ./tests/node/ \
-		-args -proxy=socklb -report-dir=$(abspath $(CONFORMANCE_OUT))/socklb $(if $(CONFORMANCE_FOCUS),-focus='$(CONFORMANCE_FOCUS)')
+		-args -proxy=socklb -report-dir=$(abspath $(CONFORMANCE_NEW))/socklb $(CONFORMANCE_ARGS); \
+		echo $$? > $(CONFORMANCE_OUT)/.socklb-tests.status
+	sh tests/node/promote.sh $(CONFORMANCE_NEW) $(CONFORMANCE_OUT)
 	$(GO) run ./tests/node/report -control $(CONFORMANCE_OUT)/kube-proxy -socklb $(CONFORMANCE_OUT)/socklb -out CONFORMANCE.md
+	@s=$$(cat $(CONFORMANCE_OUT)/.socklb-tests.status); rm -f $(CONFORMANCE_OUT)/.socklb-tests.status; \
+		test "$$s" = 0 || { echo "socklb's own real-node tests failed (exit $$s)"; exit 1; }

@@ -27,7 +27,7 @@ type Containerd struct {
 // sandbox's root lacks CAP_SYS_RESOURCE, and runc fails every sandbox when
 // CRI asks for oom_score_adj -998.
 const containerdConfig = `version = 2
-root = "{{dir}}/root"
+root = "{{root}}/root"
 state = "{{dir}}/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
 
@@ -54,17 +54,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   path = "{{dir}}/opt"
 `
 
-// StartContainerd writes the configuration and the CNI config under dir
-// and starts containerd.
-func StartContainerd(dir string) (*Containerd, error) {
+// StartContainerd writes the configuration and node s's CNI config under
+// dir and starts containerd, its images and snapshots under root (the
+// node's disk).
+func StartContainerd(s NodeSpec, dir, root string) (*Containerd, error) {
 	c := &Containerd{Dir: dir, Socket: filepath.Join(dir, "containerd.sock")}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := WriteCNIConfig(filepath.Join(dir, "cni/net.d"), filepath.Join(dir, "cni/ipam")); err != nil {
+	if err := WriteCNIConfig(s, filepath.Join(dir, "cni/net.d"), filepath.Join(dir, "cni/ipam")); err != nil {
 		return nil, fmt.Errorf("writing the CNI config: %w", err)
 	}
-	cfg := strings.NewReplacer("{{dir}}", dir, "{{pause}}", PauseImage).Replace(containerdConfig)
+	cfg := strings.NewReplacer("{{dir}}", dir, "{{root}}", root, "{{pause}}", PauseImage).Replace(containerdConfig)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err

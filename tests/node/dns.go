@@ -122,7 +122,7 @@ spec:
 
 // InstallDNS applies CoreDNS and waits until it is Ready, which needs the
 // proxy: CoreDNS lists Services through the `kubernetes` ClusterIP.
-func (n *Node) InstallDNS() error {
+func (n *Cluster) InstallDNS() error {
 	path := filepath.Join(n.Dir, "coredns.yaml")
 	if err := os.WriteFile(path, []byte(coreDNS), 0o644); err != nil {
 		return err
@@ -131,7 +131,7 @@ func (n *Node) InstallDNS() error {
 		return fmt.Errorf("kubectl apply -f %s: %v\n%s", path, err, out)
 	}
 	start := time.Now()
-	if err := n.Kubelet.WaitFor("CoreDNS to be Ready", 3*time.Minute, func() error {
+	if err := n.WaitFor("CoreDNS to be Ready", 3*time.Minute, func() error {
 		d, err := n.CP.Admin.AppsV1().Deployments("kube-system").Get(context.Background(), "coredns", metav1.GetOptions{})
 		if err != nil {
 			return err

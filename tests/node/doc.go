@@ -1,21 +1,23 @@
-// Package node brings up one real Kubernetes node on this machine for
-// `make conformance`: the control plane of internal/cluster plus
-// kube-scheduler, Debian's containerd and runc, the CNI bridge, and a
-// kubelet v1.37.2, all built or installed by the project's own scripts.
+// Package node brings up a cluster of real Kubernetes nodes on this
+// machine for `make conformance`: the control plane of internal/cluster
+// plus kube-scheduler on an underlay bridge, and N nodes (Debian's
+// containerd and runc, the CNI bridge, kubelet v1.37.2), all built or
+// installed by the project's own scripts.
 //
-// Everything runs inside a mount and a network namespace that the harness
-// creates for itself (Enter). The network namespace has a bridge and a
-// loopback and nothing else: no route leaves it, so a connection that no
-// proxy translated fails inside the node instead of reaching another
-// machine, and kube-proxy's iptables rules (in the control run) live and
-// die with it. The mount namespace holds a fresh bpffs instance, so
-// socklb's pins and links vanish with the run, and every mount containerd
-// makes.
+// The harness runs inside a mount and network namespace of its own
+// (Enter, Setup): its network namespace holds the underlay bridge, the
+// control plane and an "outside" namespace, and has no uplink, so nothing
+// sent anywhere leaves the machine. Each node is a process of its own
+// (StartNode, NodeMain) in a further network and mount namespace: a
+// private bpffs (socklb's pins vanish with it), tmpfs for the runtime's
+// fixed paths, and an ext4 disk image for kubelet's and containerd's
+// roots; kube-proxy's iptables rules (in the control run) live and die in
+// its network namespace.
 //
 // cgroups are the one thing namespaces do not scope: the harness makes a
-// fresh child (Cgroups) in every hierarchy, kubelet's cgroupRoot points
-// there, and socklb attaches to that child of the cgroup v2 tree only. The
-// parent process, which never enters the namespaces, kills whatever is
-// left in that child and removes it after the run, also when the run
-// crashed.
+// fresh child (sl-run-<pid>) in every hierarchy with a child per node
+// (kubelet's cgroupRoot, and where socklb attaches, never the root) and one
+// for itself. The parent process, which never enters the namespaces,
+// kills whatever is left in the run's cgroup and removes it after the run,
+// also when the run crashed.
 package node

@@ -33,14 +33,16 @@ const (
 // node (never pulled), the run's cgroup (never the root), and the API
 // server's address, which the agent must reach without the `kubernetes`
 // Service it has not programmed yet.
-func (n *Node) HelmValues() []string {
+func (n *Cluster) HelmValues() []string {
 	host, port := n.apiServer()
 	repo, tag, _ := strings.Cut(SocklbImage, ":")
 	return []string{
 		"image.repository=" + repo,
 		"image.tag=" + tag,
 		"image.pullPolicy=IfNotPresent",
-		"cgroupPath=" + cgroupMount + "/" + n.Cgroups.Name,
+		"cgroupPath=" + cgroupMount + "/" + n.Run + "/$(NODE_NAME)",
+		"externalIPCIDRs={" + ExternalCIDR + "}",
+		"devices={" + UnderlayDevice + "}",
 		"apiServer.host=" + host,
 		"apiServer.port=" + port,
 	}
@@ -48,7 +50,7 @@ func (n *Node) HelmValues() []string {
 
 // Helm runs helm (tests/tools/helm, `make helm-tool`) as the node's admin,
 // with its caches in the run's directory.
-func (n *Node) Helm(bin string, args ...string) (string, error) {
+func (n *Cluster) Helm(bin string, args ...string) (string, error) {
 	home := filepath.Join(n.Dir, "helm")
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", n.CP.AdminKubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
@@ -58,7 +60,7 @@ func (n *Node) Helm(bin string, args ...string) (string, error) {
 
 // InstallSocklbHelm installs charts/socklb as a user would (`helm install`
 // with --set) and waits until the agent serves (waitSocklbReady).
-func (n *Node) InstallSocklbHelm(helm, repoRoot string) error {
+func (n *Cluster) InstallSocklbHelm(helm, repoRoot string) error {
 	args := []string{"install", HelmRelease, filepath.Join(repoRoot, "charts", "socklb"), "-n", HelmNamespace}
 	for _, v := range n.HelmValues() {
 		args = append(args, "--set", v)
@@ -77,13 +79,13 @@ func (n *Node) InstallSocklbHelm(helm, repoRoot string) error {
 // container's cgroup2 mount. It then checks that nothing of socklb is
 // left: no object of the chart, no pin, no program on the run's cgroup
 // or the root, no mount.
-func (n *Node) UninstallSocklbHelm(helm, socklb string) error {
+func (n *Cluster) UninstallSocklbHelm(helm, socklb string) error {
 	if out, err := n.Helm(helm, "uninstall", HelmRelease, "-n", HelmNamespace, "--wait", "--timeout", "2m"); err != nil {
 		return fmt.Errorf("helm uninstall %s -n %s: %v\n%s", HelmRelease, HelmNamespace, err, out)
 	}
 	ctx := context.Background()
 	pods := n.CP.Admin.CoreV1().Pods(HelmNamespace)
-	if err := n.Kubelet.WaitFor("socklb's pod to be gone", 2*time.Minute, func() error {
+	if err := n.WaitFor("socklb's pod to be gone", 2*time.Minute, func() error {
 		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb"})
 		if err != nil {
 			return err
@@ -95,11 +97,14 @@ func (n *Node) UninstallSocklbHelm(helm, socklb string) error {
 	}); err != nil {
 		return err
 	}
-	if out, err := exec.Command(socklb, "cleanup", "--bpffs-path", BPFFSPath).CombinedOutput(); err != nil {
-		return fmt.Errorf("socklb cleanup --bpffs-path %s after helm uninstall: %v\n%s", BPFFSPath, err, out)
-	}
-	if out, err := exec.Command("umount", cgroupMount).CombinedOutput(); err != nil {
-		return fmt.Errorf("umount %s after helm uninstall: %v\n%s", cgroupMount, err, out)
+	// On every node, in its own mount namespace.
+	for _, p := range n.Nodes {
+		if out, err := p.Exec(socklb, "cleanup", "--bpffs-path", BPFFSPath); err != nil {
+			return fmt.Errorf("%s: socklb cleanup --bpffs-path %s after helm uninstall: %v\n%s", p.Spec.Name, BPFFSPath, err, out)
+		}
+		if out, err := p.Exec("umount", cgroupMount); err != nil {
+			return fmt.Errorf("%s: umount %s after helm uninstall: %v\n%s", p.Spec.Name, cgroupMount, err, out)
+		}
 	}
 	return n.checkSocklbGone()
 }
@@ -107,7 +112,7 @@ func (n *Node) UninstallSocklbHelm(helm, socklb string) error {
 // checkSocklbGone lists what a socklb install leaves when it is not
 // removed: the chart's objects and Helm's release record, pins, the
 // hooks, the cgroup2 mount.
-func (n *Node) checkSocklbGone() error {
+func (n *Cluster) checkSocklbGone() error {
 	ctx := context.Background()
 	a := n.CP.Admin
 	var left []string
@@ -138,13 +143,15 @@ func (n *Node) checkSocklbGone() error {
 			left = append(left, "Secret "+HelmNamespace+"/"+s.Name)
 		}
 	}
-	if _, err := os.Stat(BPFFSPath); !os.IsNotExist(err) {
-		left = append(left, "pin directory "+BPFFSPath)
-	}
-	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
-		left = append(left, fmt.Sprintf("reading mountinfo (%v)", err))
-	} else if strings.Contains(string(mounts), " "+cgroupMount+" ") {
-		left = append(left, "mount "+cgroupMount)
+	for _, p := range n.Nodes {
+		if _, err := os.Stat(p.Path(BPFFSPath)); !os.IsNotExist(err) {
+			left = append(left, p.Spec.Name+": pin directory "+BPFFSPath)
+		}
+		if mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", p.Pid())); err != nil {
+			left = append(left, fmt.Sprintf("%s: reading mountinfo (%v)", p.Spec.Name, err))
+		} else if strings.Contains(string(mounts), " "+cgroupMount+" ") {
+			left = append(left, p.Spec.Name+": mount "+cgroupMount)
+		}
 	}
 	if err := n.CheckHooks(false); err != nil {
 		left = append(left, err.Error())

@@ -44,13 +44,13 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 		t.Fatalf("before the upgrade: want one pinned maps directory, got %v", before)
 	}
 	pods := n.CP.Admin.CoreV1().Pods(node.HelmNamespace)
-	old, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb"})
-	if err != nil || len(old.Items) != 1 {
-		t.Fatalf("socklb pods: %v %v", old, err)
-	}
+	// The client's node: its agent is the one whose upgrade matters here
+	// (the DaemonSet rolls every node's, one at a time).
+	first := nodeName(t, 0)
+	old := &corev1.PodList{Items: []corev1.Pod{agentPod(t, first)}}
 	// The loop outlasts the upgrade: the old pod's exit, the new pod's
 	// start and its migration all fall inside it (checked below).
-	const loop = 100 * time.Second
+	const loop = 180 * time.Second
 	type out struct {
 		r   *wire.Result
 		err error
@@ -70,7 +70,7 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 	t.Logf("helm upgrade --reuse-values --set %s", set)
 	want := fmt.Sprintf("--max-services=%d", upgradedMaxServices)
 	waitFor(t, "a new Ready socklb pod with "+want, loop-10*time.Second, func() error {
-		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb"})
+		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb", FieldSelector: "spec.nodeName=" + first})
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 	if len(after) != 1 || after[0] == before[0] {
 		t.Fatalf("pinned maps directories: %v before the upgrade, %v after: want one new one, the old one unpinned", before, after)
 	}
-	if got := maxEntries(t, filepath.Join(node.BPFFSPath, "maps", after[0], "services")); got != upgradedMaxServices {
+	if got := maxEntries(t, n.Nodes[0].Path(filepath.Join(node.BPFFSPath, "maps", after[0], "services"))); got != upgradedMaxServices {
 		t.Errorf("services map of %s: max_entries %d, want %d", after[0], got, upgradedMaxServices)
 	}
 	t.Logf("pins migrated: maps/%s -> maps/%s", before[0], after[0])
@@ -113,7 +113,8 @@ func TestHelmUpgradeUnderLoad(t *testing.T) {
 // mapsDirs lists the agent's versioned map directories on the node's bpffs.
 func mapsDirs(t *testing.T) []string {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(node.BPFFSPath, "maps"))
+	// The first node's bpffs, through its node process's root.
+	ents, err := os.ReadDir(n.Nodes[0].Path(filepath.Join(node.BPFFSPath, "maps")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,11 @@ import (
 	"github.com/socklb/socklb/internal/testkit"
 )
 
-// NodeName is the one node's name.
-const NodeName = "socklb-node"
-
 // kubeletConfig: what this host needs (cgroup v1/v2 hybrid, no swap
-// accounting, an overlay whose device cadvisor cannot find for image-fs
-// stats) and nothing else. The kubelet's API (exec, logs, port-forward)
+// accounting) and nothing else. Its root-dir and containerd's root are on
+// the node's ext4 disk, which cadvisor measures: ephemeral-storage is
+// real capacity, and local storage isolation (evictions for
+// ephemeral-storage limits) works as on a real node. The kubelet's API (exec, logs, port-forward)
 // serves the API server only, inside the node's network namespace.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -40,23 +39,26 @@ clusterDNS: ["10.96.0.10"]
 resolvConf: {{dir}}/resolv.conf
 podLogsDir: {{dir}}/pod-logs
 failSwapOn: false
-localStorageCapacityIsolation: false
+localStorageCapacityIsolation: true
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "0%"
-  nodefs.inodesFree: "0%"
-  imagefs.available: "0%"
-  imagefs.inodesFree: "0%"
+  nodefs.available: "1%"
+  nodefs.inodesFree: "1%"
+  imagefs.available: "1%"
+  imagefs.inodesFree: "1%"
 serializeImagePulls: false
 registerNode: true
 protectKernelDefaults: false
 `
 
 // StartKubelet starts kubelet v1.37.2 on containerd's socket, registering
-// the node under NodeName with NodeIP, its pods under cgroup.
-func StartKubelet(tools, dir, kubeconfig, socket, cgroup string) (*testkit.Proc, error) {
+// node cfg.Spec with its underlay address, its pods under cfg.CgroupRoot.
+// Its logs and configuration are in the node's directory, its root on the
+// node's disk.
+func StartKubelet(cfg *NodeConfig, socket string) (*testkit.Proc, error) {
+	dir := filepath.Join(cfg.Dir, "kubelet")
 	if err := os.MkdirAll(filepath.Join(dir, "pod-logs"), 0o755); err != nil {
 		return nil, err
 	}
@@ -65,17 +67,18 @@ func StartKubelet(tools, dir, kubeconfig, socket, cgroup string) (*testkit.Proc,
 	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
 		return nil, err
 	}
-	cfg := strings.NewReplacer("{{cgroup}}", cgroup, "{{socket}}", socket, "{{nodeip}}", NodeIP, "{{dir}}", dir).Replace(kubeletConfig)
+	c := strings.NewReplacer("{{cgroup}}", strings.TrimPrefix(cfg.CgroupRoot, "/"), "{{socket}}", socket, "{{nodeip}}", cfg.Spec.IP, "{{dir}}", dir).Replace(kubeletConfig)
 	cfgPath := filepath.Join(dir, "kubelet.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(c), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := testkit.StartProc("kubelet", filepath.Join(dir, "kubelet.log"), filepath.Join(tools, "kubelet"),
+	p, err := testkit.StartProc("kubelet", filepath.Join(dir, "kubelet.log"), filepath.Join(cfg.Tools, "kubelet"),
 		"--config="+cfgPath,
-		"--kubeconfig="+kubeconfig,
-		"--root-dir="+filepath.Join(dir, "root"),
-		"--hostname-override="+NodeName,
-		"--node-ip="+NodeIP,
+		"--kubeconfig="+cfg.Kubeconfig,
+		"--root-dir="+filepath.Join(cfg.Disk(), "kubelet"),
+		"--hostname-override="+cfg.Spec.Name,
+		"--node-ip="+cfg.Spec.IP,
+		"--node-labels=topology.kubernetes.io/zone="+Zone(cfg.Spec.Index),
 		"--v=2",
 	)
 	if err != nil {

@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/socklb/socklb/internal/cluster"
 	"github.com/socklb/socklb/internal/lab"
@@ -25,9 +28,12 @@ var (
 	proxy     = flag.String("proxy", "socklb", "the Service proxy of the node: socklb (deploy/ through a kustomize overlay, as a DaemonSet), socklb-helm (charts/socklb, helm install; helm uninstall at the end) or kube-proxy (v1.37.2, iptables mode: the control)")
 	reportDir = flag.String("report-dir", "", "where TestConformance writes e2e.test's JUnit report (default: the run's directory)")
 	focus     = flag.String("focus", node.DefaultFocus, "e2e.test --ginkgo.focus")
-	skip      = flag.String("skip", node.DefaultSkip, "e2e.test --ginkgo.skip")
+	skip      = flag.String("skip", "", "e2e.test --ginkgo.skip (default: node.Skip for -nodes)")
+	nodes     = flag.Int("nodes", 3, "how many nodes (1..9): each its own network and mount namespace, containerd, kubelet and child cgroup")
+	procs     = flag.Int("procs", 4, "ginkgo processes for TestConformance ([Serial] tests run alone at the end); 1 runs e2e.test directly")
+	hold      = flag.Duration("hold", 0, "after the tests, keep the cluster up this long (or until <run dir>/release exists, or SIGINT/SIGTERM) for a look by hand; <run dir>/hold.txt says how to reach it. The test binary's -timeout must cover it")
 
-	n    *node.Node
+	n    *node.Cluster
 	root string
 )
 
@@ -38,6 +44,8 @@ const (
 	dirEnv    = "SOCKLB_NODE_DIR"
 	helmEnv   = "SOCKLB_NODE_HELM"
 	socklbEnv = "SOCKLB_NODE_SOCKLB"
+	// labclient for the "outside" namespace (multinode_test.go).
+	labclientEnv = "SOCKLB_NODE_LABCLIENT"
 )
 
 // helmBin is the helm `make helm-tool` builds (tests/tools/helm), as
@@ -60,10 +68,16 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if *skip == "" {
+		*skip = node.Skip(*nodes)
+	}
 	var err error
 	if root, err = testkit.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1
+	}
+	if node.IsNodeProcess() {
+		return node.NodeMain()
 	}
 	if !node.Inside() {
 		return parent()
@@ -94,6 +108,14 @@ func parent() int {
 		fmt.Fprintf(os.Stderr, "node: -proxy=%q: want socklb, socklb-helm or kube-proxy\n", *proxy)
 		return 2
 	}
+	if *nodes < 1 || *nodes > 9 {
+		fmt.Fprintf(os.Stderr, "node: -nodes=%d: want 1..9\n", *nodes)
+		return 2
+	}
+	if err := node.CleanStale(os.TempDir()); err != nil {
+		fmt.Fprintln(os.Stderr, "node: cleaning up after an earlier run:", err)
+		return 1
+	}
 	tools, reason := cluster.ToolsDir(root, node.NodeBinaries...)
 	if reason != "" {
 		fmt.Fprintln(os.Stderr, "node:", reason, "(make conformance builds them: tests/e2e/tools/build.sh --node)")
@@ -121,7 +143,7 @@ func parent() int {
 		return 1
 	}
 	bins := node.Binaries{Agnhost: filepath.Join(tools, "agnhost"), AgnhostSource: filepath.Join(strings.TrimSpace(string(k8sDir)), "test", "images", "agnhost"),
-		BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns")}
+		BusyBox: "/bin/busybox", CoreDNS: filepath.Join(tools, "coredns"), Regression74839: filepath.Join(tools, "regression-issue-74839")}
 	if bins.Socklb, err = testkit.BuildAgent(); err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1
@@ -149,7 +171,8 @@ func parent() int {
 	os.Setenv(toolsEnv, tools)
 	os.Setenv(dirEnv, dir)
 	os.Setenv(socklbEnv, bins.Socklb)
-	code, err := node.Enter()
+	os.Setenv(labclientEnv, bins.Labclient)
+	code, err := node.Enter(dir, node.Specs(*nodes))
 	if os.Getenv("SOCKLB_NODE_KEEP") == "" {
 		os.RemoveAll(dir)
 	} else {
@@ -162,22 +185,66 @@ func parent() int {
 	return code
 }
 
+// holdCluster keeps the cluster up for a look by hand: it writes
+// <run dir>/hold.txt (how to reach the API server and each node's
+// namespaces from the machine) and returns after d, when <run dir>/release
+// exists, or on SIGINT/SIGTERM; the usual teardown follows.
+func holdCluster(d time.Duration) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "harness pid %d (its network namespace holds the underlay and the API server)\n", os.Getpid())
+	fmt.Fprintf(&b, "kubectl: nsenter -t %d -n -- %s --kubeconfig %s ...\n", os.Getpid(), filepath.Join(n.Tools, "kubectl"), n.CP.AdminKubeconfig)
+	for _, p := range n.Nodes {
+		fmt.Fprintf(&b, "node %s (%s): nsenter -t %d -n -m -- ...\n", p.Spec.Name, p.Spec.IP, p.Pid())
+	}
+	release := filepath.Join(n.Dir, "release")
+	fmt.Fprintf(&b, "until %s, or: touch %s\n", time.Now().Add(d).Format(time.RFC3339), release)
+	_ = os.WriteFile(filepath.Join(n.Dir, "hold.txt"), []byte(b.String()), 0o644)
+	fmt.Printf("node: holding the cluster:\n%s", b.String())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for {
+		select {
+		case <-deadline:
+			return
+		case s := <-sigs:
+			fmt.Printf("node: %v: ending the hold\n", s)
+			return
+		case <-tick.C:
+			if _, err := os.Stat(release); err == nil {
+				fmt.Println("node: released")
+				return
+			}
+		}
+	}
+}
+
 // isSocklb reports whether socklb is this node's proxy, however installed.
 func isSocklb() bool { return *proxy == "socklb" || *proxy == "socklb-helm" }
 
-// child runs inside the namespaces: the node, the proxy, the tests.
+// child runs inside the harness's namespaces: the cluster, the proxy,
+// the tests.
 func child(m *testing.M) int {
-	cg, err := node.Setup()
+	run, err := node.Setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node: setup:", err)
 		return 1
 	}
-	n, err = node.Start(os.Getenv(toolsEnv), os.Getenv(dirEnv), cg, strings.Split(os.Getenv(imagesEnv), ","))
+	start := time.Now()
+	n, err = node.Start(os.Getenv(toolsEnv), os.Getenv(dirEnv), run, node.Options{
+		Nodes:     *nodes,
+		Images:    strings.Split(os.Getenv(imagesEnv), ","),
+		KubeProxy: *proxy == "kube-proxy",
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "node: start: %v\n%s", err, n.LogTails(30))
 		return 1
 	}
 	defer n.Stop()
+	fmt.Printf("node: %d-node cluster up in %s\n", *nodes, time.Since(start).Round(time.Second))
 	switch *proxy {
 	case "socklb", "socklb-helm":
 		install := func() error { return n.InstallSocklb(root) }
@@ -190,13 +257,6 @@ func child(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "node: socklb: %v\n%s\n%s\n%s", err, out, logs, n.LogTails(30))
 			return 1
 		}
-	case "kube-proxy":
-		kp, err := n.StartKubeProxy()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "node: kube-proxy: %v\n%s", err, n.LogTails(30))
-			return 1
-		}
-		defer kp.Stop(10e9)
 	}
 	if err := n.InstallDNS(); err != nil {
 		fmt.Fprintf(os.Stderr, "node: cluster DNS: %v\n%s", err, n.LogTails(30))
@@ -205,6 +265,9 @@ func child(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "node: tests failed; logs:\n%s", n.LogTails(40))
+	}
+	if *hold > 0 {
+		holdCluster(*hold)
 	}
 	if isSocklb() {
 		if err := n.CheckHooks(true); err != nil {

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,36 +19,49 @@ import (
 
 // NodeBinaries are what a node needs from the tools directory
 // (tests/e2e/tools/build.sh --node); the suite's e2e.test comes last.
-var NodeBinaries = append(append([]string{}, cluster.ControlPlaneBinaries...), "kube-scheduler", "kubelet", "kube-proxy", "agnhost", "coredns")
+var NodeBinaries = append(append([]string{}, cluster.ControlPlaneBinaries...), "kube-scheduler", "kubelet", "kube-proxy", "agnhost", "coredns", "regression-issue-74839", "ginkgo")
 
-// Node is the control plane, containerd and a kubelet whose node is Ready.
-// No proxy runs yet: InstallSocklb or StartKubeProxy adds one.
-type Node struct {
+// Cluster is the control plane on the underlay and N nodes, each a
+// process in a network and mount namespace of its own running containerd
+// and a kubelet whose Node is Ready (and kube-proxy, for the control).
+type Cluster struct {
 	Dir, Tools string
-	Cgroups    *Cgroups
+	Run        string // the run's cgroup: /<Run>/<node name> is each kubelet's cgroupRoot
 	CP         *cluster.ControlPlane
-	Containerd *Containerd
-	Kubelet    *testkit.Proc
+	Nodes      []*NodeProc
 }
 
-// Start brings the node up inside the namespaces of Setup, imports the
-// image tarballs, and waits until the Node is Ready. It stops what it
-// started if anything fails.
-func Start(tools, dir string, cg *Cgroups, images []string) (n *Node, err error) {
-	n = &Node{Dir: dir, Tools: tools, Cgroups: cg}
+// Options are what Start needs beyond the tools and the directory.
+type Options struct {
+	Nodes     int      // how many (1..9)
+	Images    []string // OCI tarballs every node imports
+	KubeProxy bool     // run kube-proxy v1.37.2 on every node (the control)
+	DiskGB    int      // each node's ext4 disk (sparse)
+}
+
+// Start brings the cluster up inside the harness's namespaces (Setup):
+// the underlay and the "outside" namespace, the control plane on the
+// underlay, then every node, and waits until every Node is Ready. It
+// stops what it started if anything fails.
+func Start(tools, dir, run string, o Options) (c *Cluster, err error) {
+	c = &Cluster{Dir: dir, Tools: tools, Run: run}
 	defer func() {
 		if err != nil {
-			n.Stop()
+			c.Stop()
 		}
 	}()
-	if err := SetupBridge(); err != nil {
-		return n, err
+	specs := Specs(o.Nodes)
+	if err := SetupUnderlay(specs); err != nil {
+		return c, err
+	}
+	if err := SetupOutside(); err != nil {
+		return c, err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "control-plane"), 0o755); err != nil {
-		return n, err
+		return c, err
 	}
-	n.CP, err = cluster.StartWith(tools, filepath.Join(dir, "control-plane"), cluster.Options{
-		Address: NodeIP,
+	c.CP, err = cluster.StartWith(tools, filepath.Join(dir, "control-plane"), cluster.Options{
+		Address: ControlPlaneIP,
 		// All of kube-controller-manager's default controllers: the
 		// suite uses ReplicationControllers, Deployments, Jobs, the
 		// garbage collector and the root CA ConfigMap pods mount.
@@ -54,81 +69,127 @@ func Start(tools, dir string, cg *Cgroups, images []string) (n *Node, err error)
 		Scheduler:   true,
 	})
 	if err != nil {
-		return n, fmt.Errorf("control plane: %w", err)
+		return c, fmt.Errorf("control plane: %w", err)
 	}
-	n.Containerd, err = StartContainerd(filepath.Join(dir, "containerd"))
+	_, v2, err := hierarchies()
 	if err != nil {
-		return n, fmt.Errorf("containerd: %w", err)
+		return c, err
 	}
-	for _, img := range images {
-		if err := n.Containerd.Import(img); err != nil {
-			return n, err
+	// All at once: each imports the images, which is most of a node's
+	// start.
+	procs := make([]*NodeProc, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			procs[i], errs[i] = StartNode(&NodeConfig{
+				Spec: s, All: specs,
+				Dir:        filepath.Join(dir, s.Name),
+				Tools:      tools,
+				Images:     o.Images,
+				Kubeconfig: c.CP.AdminKubeconfig,
+				CgroupV2:   filepath.Join(v2, run, s.Name),
+				CgroupRoot: "/" + run + "/" + s.Name,
+				KubeProxy:  o.KubeProxy,
+				DiskGB:     o.DiskGB,
+			})
+			if errs[i] == nil {
+				cluster.Logf("node %s started in %s (pid %d)", s.Name, time.Since(start).Round(time.Millisecond), procs[i].Pid())
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range procs {
+		if p != nil {
+			c.Nodes = append(c.Nodes, p)
 		}
 	}
-	n.Kubelet, err = StartKubelet(tools, filepath.Join(dir, "kubelet"), n.CP.AdminKubeconfig, n.Containerd.Socket, cg.Name)
-	if err != nil {
-		return n, err
+	if err := errors.Join(errs...); err != nil {
+		return c, err
 	}
 	start := time.Now()
-	if err := n.Kubelet.WaitFor("the Node to be Ready", 3*time.Minute, func() error {
-		node, err := n.CP.Admin.CoreV1().Nodes().Get(context.Background(), NodeName, metav1.GetOptions{})
+	if err := c.CP.APIServer.WaitFor("every Node to be Ready", 5*time.Minute, c.nodesReady); err != nil {
+		return c, err
+	}
+	cluster.Logf("%d nodes Ready in %s", len(c.Nodes), time.Since(start).Round(time.Millisecond))
+	return c, nil
+}
+
+func (c *Cluster) nodesReady() error {
+	for _, p := range c.Nodes {
+		if !p.proc.Alive() {
+			return fmt.Errorf("node %s exited:\n%s", p.Spec.Name, p.Tail(40))
+		}
+		node, err := c.CP.Admin.CoreV1().Nodes().Get(context.Background(), p.Spec.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				if c.Status == corev1.ConditionTrue {
-					return nil
-				}
-				return fmt.Errorf("Ready=%s: %s", c.Status, c.Message)
+		ready := false
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = true
 			}
 		}
-		return fmt.Errorf("no Ready condition yet")
-	}); err != nil {
-		return n, err
+		if !ready {
+			return fmt.Errorf("%s not Ready", p.Spec.Name)
+		}
 	}
-	cluster.Logf("node %s Ready in %s (kubelet pid %d)", NodeName, time.Since(start).Round(time.Millisecond), n.Kubelet.Pid())
-	return n, nil
+	return nil
 }
 
-// Stop stops kubelet, containerd and the control plane by PID. The pods'
-// processes and the shims are in the run's cgroup, which Enter's parent
-// empties; their mounts and network namespaces die with the run's.
-func (n *Node) Stop() {
-	if n == nil {
+// WaitFor polls cond until it holds, the API server exits or the timeout
+// passes.
+func (c *Cluster) WaitFor(what string, timeout time.Duration, cond func() error) error {
+	return c.CP.APIServer.WaitFor(what, timeout, cond)
+}
+
+// Stop stops every node (each stops its processes by pid) and the
+// control plane by pid. What outlives them is in the run's cgroup, which
+// Enter's parent empties.
+func (c *Cluster) Stop() {
+	if c == nil {
 		return
 	}
-	if n.Kubelet != nil {
-		n.Kubelet.Stop(15 * time.Second)
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		c.Nodes[i].Stop()
 	}
-	n.Containerd.Stop()
-	n.CP.Stop()
+	c.CP.Stop()
+}
+
+// NodeByName is the node called name, or nil.
+func (c *Cluster) NodeByName(name string) *NodeProc {
+	for _, p := range c.Nodes {
+		if p.Spec.Name == name {
+			return p
+		}
+	}
+	return nil
 }
 
 // LogTails is the end of every log, for a failure report: the processes'
 // and every container's (read from kubelet's podLogsDir, so it needs no
 // working API server or kubelet).
-func (n *Node) LogTails(lines int) string {
+func (c *Cluster) LogTails(lines int) string {
 	var b strings.Builder
-	logs, _ := filepath.Glob(filepath.Join(n.Dir, "kubelet", "pod-logs", "*", "*", "*.log"))
-	for _, l := range logs {
-		p := &testkit.Proc{LogPath: l}
-		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", l, p.Tail(lines))
-	}
-	if n.CP != nil {
-		b.WriteString(n.CP.LogTails(lines))
-	}
-	for _, p := range []*testkit.Proc{n.Kubelet, n.containerdProc()} {
-		if p != nil {
-			fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", p.LogPath, p.Tail(lines))
+	for _, p := range c.Nodes {
+		logs, _ := filepath.Glob(filepath.Join(p.Cfg.Dir, "kubelet", "pod-logs", "*", "*", "*.log"))
+		for _, l := range logs {
+			t := &testkit.Proc{LogPath: l}
+			fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", l, t.Tail(lines))
+		}
+		for _, l := range []string{"node.log", "containerd/containerd.log", "kubelet/kubelet.log", "kube-proxy/kube-proxy.log"} {
+			path := filepath.Join(p.Cfg.Dir, l)
+			if _, err := os.Stat(path); err == nil {
+				t := &testkit.Proc{LogPath: path}
+				fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", path, t.Tail(lines))
+			}
 		}
 	}
-	return b.String()
-}
-
-func (n *Node) containerdProc() *testkit.Proc {
-	if n.Containerd == nil {
-		return nil
+	if c.CP != nil {
+		b.WriteString(c.CP.LogTails(lines))
 	}
-	return n.Containerd.Proc
+	return b.String()
 }

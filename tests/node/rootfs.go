@@ -10,8 +10,10 @@ import (
 
 // agnhostPackages are Debian's equivalents of what upstream's agnhost image
 // adds to alpine (test/images/agnhost/Dockerfile): the e2e tests exec
-// curl, nc, ss, dig, socat and sh in it.
-var agnhostPackages = []string{"curl", "netcat-openbsd", "iproute2", "dnsutils", "bash", "socat", "util-linux", "procps"}
+// curl, nc, ss, dig, socat and sh in it. The same root filesystem is
+// glibc-dns-testing's (Debian with dnsutils: dig and glibc's getent) and
+// distroless-iptables' (the KubeProxy test execs conntrack in it).
+var agnhostPackages = []string{"curl", "netcat-openbsd", "iproute2", "dnsutils", "bash", "socat", "util-linux", "procps", "conntrack", "iptables"}
 
 // AgnhostRootfs returns a Debian 12 root filesystem for the agnhost image,
 // made once with debootstrap from Debian's archive into cacheDir (the only

@@ -24,12 +24,26 @@ import (
 
 // echo is a Service of agnhost serve-hostname pods (TCP and UDP on one
 // port: each answers with its pod name) and a client pod running
-// tests/labclient, in a namespace of the test's own.
+// tests/labclient, in a namespace of the test's own. Every pod is bound
+// to a node (spec.nodeName): by default all of them to the first.
 type echo struct {
 	t         *testing.T
 	ns        string
 	clusterIP string
+	svc       *corev1.Service
 	backends  []string
+	// backendNode is where addBackend puts the next backend.
+	backendNode string
+}
+
+// nodeName is node i's name (0-based), skipping the test when the
+// cluster has fewer nodes.
+func nodeName(t *testing.T, i int) string {
+	t.Helper()
+	if i >= len(n.Nodes) {
+		t.Skipf("needs %d nodes, the cluster has %d (-nodes)", i+1, len(n.Nodes))
+	}
+	return n.Nodes[i].Spec.Name
 }
 
 func needSocklb(t *testing.T) {
@@ -40,8 +54,16 @@ func needSocklb(t *testing.T) {
 
 func newEcho(t *testing.T, backends int) *echo {
 	t.Helper()
+	return newEchoWith(t, nodeName(t, 0), nodeName(t, 0), backends, nil)
+}
+
+// newEchoWith is newEcho with the client on clientNode, the first
+// backends on backendNode, and change applied to the Service before it is
+// created.
+func newEchoWith(t *testing.T, clientNode, backendNode string, backends int, change func(*corev1.Service)) *echo {
+	t.Helper()
 	ctx := context.Background()
-	e := &echo{t: t, ns: "sl-" + strings.ToLower(strings.ReplaceAll(t.Name(), "Test", ""))}
+	e := &echo{t: t, ns: "sl-" + strings.ToLower(strings.ReplaceAll(t.Name(), "Test", "")), backendNode: backendNode}
 	if len(e.ns) > 50 {
 		e.ns = e.ns[:50]
 	}
@@ -61,17 +83,21 @@ func newEcho(t *testing.T, backends int) *echo {
 	tcp.TargetPort, udp.TargetPort = intstr.FromInt32(9376), intstr.FromInt32(9376)
 	echo := testkit.Service(e.ns+"/echo", "", tcp, udp)
 	echo.Spec.Selector = map[string]string{"app": "echo"}
+	if change != nil {
+		change(echo)
+	}
 	svc, err := c.Services(e.ns).Create(ctx, echo, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.svc = svc
 	e.clusterIP = svc.Spec.ClusterIP
 	for i := 0; i < backends; i++ {
 		e.addBackend(fmt.Sprintf("echo-%d", i))
 	}
 	e.createPod(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "client"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{NodeName: clientNode, Containers: []corev1.Container{{
 			Name: "client", Image: node.LabclientImage, ImagePullPolicy: corev1.PullNever,
 		}}},
 	})
@@ -85,6 +111,7 @@ func (e *echo) addBackend(name string) {
 	e.createPod(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "echo"}},
 		Spec: corev1.PodSpec{
+			NodeName:                      e.backendNode,
 			TerminationGracePeriodSeconds: ptr.To[int64](40),
 			Containers: []corev1.Container{{
 				Name: "serve", Image: node.AgnhostImage, ImagePullPolicy: corev1.PullNever,
@@ -196,7 +223,7 @@ func TestInspectInAgentPod(t *testing.T) {
 	needSocklb(t)
 	e := newEcho(t, 2)
 	e.waitServing()
-	out, err := n.Kubectl("-n", "kube-system", "exec", "ds/socklb", "-c", "socklb", "--", "/socklb", "inspect", "--bpffs-path=/sys/fs/bpf/socklb")
+	out, err := n.Kubectl("-n", "kube-system", "exec", agentPod(t, nodeName(t, 0)).Name, "-c", "socklb", "--", "/socklb", "inspect", "--bpffs-path=/sys/fs/bpf/socklb")
 	if err != nil {
 		t.Fatalf("socklb inspect in the agent pod: %v\n%s", err, out)
 	}
@@ -283,19 +310,36 @@ func TestConnectedUDPMovedOffDeletedBackend(t *testing.T) {
 	}
 }
 
-// TestAgentPodRecreatedUnderLoad: the agent's pod is deleted while a pod
-// connects to a ClusterIP in a loop; the DaemonSet makes a new one, which
+// agentPod is the socklb pod on node name.
+func agentPod(t *testing.T, name string) corev1.Pod {
+	t.Helper()
+	l, err := n.CP.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=socklb", FieldSelector: "spec.nodeName=" + name})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("socklb pods on %s: %v %v", name, l, err)
+	}
+	return l.Items[0]
+}
+
+// TestAgentPodRecreatedUnderLoad: the agent's pod on the client's node is
+// deleted while the client connects in a loop to a ClusterIP whose
+// endpoints are on the other nodes; the DaemonSet makes a new one, which
 // adopts the pinned datapath. Not one connect fails.
 func TestAgentPodRecreatedUnderLoad(t *testing.T) {
 	needSocklb(t)
-	e := newEcho(t, 2)
+	client := nodeName(t, 0)
+	if len(n.Nodes) > 1 {
+		client = nodeName(t, 1)
+	}
+	e := newEchoWith(t, client, nodeName(t, 0), 1, nil)
+	if len(n.Nodes) > 2 {
+		e.backendNode = nodeName(t, 2)
+	}
+	e.addBackend("echo-1")
 	e.waitServing()
 	ctx := context.Background()
 	pods := n.CP.Admin.CoreV1().Pods("kube-system")
-	old, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb"})
-	if err != nil || len(old.Items) != 1 {
-		t.Fatalf("socklb pods: %v %v", old, err)
-	}
+	old := &corev1.PodList{Items: []corev1.Pod{agentPod(t, client)}}
 	type out struct {
 		r   *wire.Result
 		err error
@@ -311,7 +355,7 @@ func TestAgentPodRecreatedUnderLoad(t *testing.T) {
 	}
 	t.Logf("deleted the agent's pod %s", old.Items[0].Name)
 	waitFor(t, "a new Ready socklb pod", 40*time.Second, func() error {
-		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb"})
+		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=socklb", FieldSelector: "spec.nodeName=" + client})
 		if err != nil {
 			return err
 		}
@@ -359,7 +403,7 @@ func TestKubectlPlugin(t *testing.T) {
 		out, err := exec.Command(bin, append([]string{"--kubeconfig", n.CP.AdminKubeconfig}, args...)...).CombinedOutput()
 		return string(out), err
 	}
-	out, err := run("inspect", e.ns+"/echo")
+	out, err := run("inspect", "--node", nodeName(t, 0), e.ns+"/echo")
 	if err != nil {
 		t.Fatalf("kubectl socklb inspect %s/echo: %v\n%s", e.ns, err, out)
 	}
@@ -372,8 +416,13 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Errorf("kubectl socklb inspect %s/echo shows other Services:\n%s", e.ns, out)
 	}
 	out, err = run("status")
-	if err != nil || !strings.Contains(out, node.NodeName) || !strings.Contains(out, " OK ") {
+	if err != nil || !strings.Contains(out, " OK ") {
 		t.Errorf("kubectl socklb status: %v\n%s", err, out)
+	}
+	for _, p := range n.Nodes {
+		if !strings.Contains(out, p.Spec.Name) {
+			t.Errorf("kubectl socklb status lacks node %s:\n%s", p.Spec.Name, out)
+		}
 	}
 	t.Logf("kubectl socklb status:\n%s", out)
 }

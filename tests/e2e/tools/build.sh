@@ -5,7 +5,8 @@
 #
 #   build.sh          build what is missing into the cache dir, one at a time
 #   build.sh --node   also what a real node needs (tests/node, make conformance):
-#                     kubelet, kube-scheduler, agnhost and the upstream e2e.test
+#                     kubelet, kube-scheduler, agnhost, coredns, ginkgo and
+#                     the upstream e2e.test
 #   build.sh --dir    print the cache dir and exit (the tests use this)
 #
 # The cache dir is keyed by go.mod, go.sum, the etcd main, the build flags
@@ -22,6 +23,9 @@ KUBE_MAJOR=1
 KUBE_MINOR=37
 KUBE_COMMIT=0000000000000000000000000000000000000000
 COREDNS_VERSION=v1.15.0
+# The ginkgo CLI runs e2e.test on several processes (tests/node); the
+# version of the library e2e.test is built with (go.sum).
+GINKGO_VERSION=v2.32.0
 
 # kube-apiserver and kube-controller-manager refuse to start without a
 # version; set it the way hack/lib/version.sh does.
@@ -72,6 +76,8 @@ if [ "${1:-}" = "--node" ]; then
 	build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kldflags"
 	build kubelet k8s.io/kubernetes/cmd/kubelet "$kldflags"
 	build agnhost k8s.io/kubernetes/test/images/agnhost "-s -w"
+	# The Conntrack test's server image (tests/node/imageset.go).
+	build regression-issue-74839 k8s.io/kubernetes/test/images/regression-issue-74839 "-s -w"
 	# Cluster DNS: its own module, outside this go.mod (and the cache
 	# key), so its version is kept beside it.
 	if [ ! -x "$dir/coredns" ] || [ "$(cat "$dir/coredns.version" 2>/dev/null)" != "$COREDNS_VERSION" ]; then
@@ -81,6 +87,15 @@ if [ "${1:-}" = "--node" ]; then
 		mv "$dir/coredns.bin/coredns" "$dir/coredns" && rmdir "$dir/coredns.bin"
 		echo "$COREDNS_VERSION" > "$dir/coredns.version"
 		echo "e2e-tools: built coredns in $(( $(date +%s) - start ))s"
+	fi
+	# ginkgo's CLI: its own module too, at the library's version.
+	if [ ! -x "$dir/ginkgo" ] || [ "$(cat "$dir/ginkgo.version" 2>/dev/null)" != "$GINKGO_VERSION" ]; then
+		echo "e2e-tools: building ginkgo (github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION)"
+		start=$(date +%s)
+		CGO_ENABLED=0 GOBIN="$dir/ginkgo.bin" go install -trimpath -ldflags "-s -w" "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
+		mv "$dir/ginkgo.bin/ginkgo" "$dir/ginkgo" && rmdir "$dir/ginkgo.bin"
+		echo "$GINKGO_VERSION" > "$dir/ginkgo.version"
+		echo "e2e-tools: built ginkgo in $(( $(date +%s) - start ))s"
 	fi
 	# The upstream conformance suite is a test binary.
 	if [ ! -x "$dir/e2e.test" ]; then
