@@ -35,6 +35,7 @@ var ExcludeRules = []ExcludeRule{
 	{`\[Flaky\]`, "upstream marks the test flaky: it is not run in upstream's own conformance jobs either", 0},
 	{`IPv6|\[Feature:IPv6DualStack\]|[Dd]ual[- ]?[Ss]tack`, "the cluster is IPv4 single-stack (the kernel here has IPv6, but kubelet, the Service CIDR and the pod CIDRs are IPv4 only)", 0},
 	{`\[Feature:SCTPConnectivity\]`, "the kernel has no SCTP (CONFIG_IP_SCTP unset)", 0},
+	{`\[Feature:KubeProxyNFAcct\]`, "reads kube-proxy's own iptables counter (kubeproxy_iptables_localhost_nodeports_accepted_packets_total) and skips unless the proxy is kube-proxy in iptables mode with route_localnet: it tests kube-proxy's implementation, not what a Service does", 0},
 	{`DNS configMap nameserver Forward PTR lookup`, "looks up 8.8.8.8's PTR record (dns.google) through the cluster DNS's upstream before it sets its own: needs a public DNS server on the internet (it failed so under the control, dns_common.go:108, in the first three-node pair)", 0},
 	{`Traffic Distribution should route traffic (correctly between pods on multiple nodes|to an endpoint on the same node or fall back to same zone)`,
 		"needs 3 zones of at least 2 nodes each: run with NODES=6 (the nodes' zones are zone-1..3 round robin)", 6},
