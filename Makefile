@@ -123,7 +123,7 @@ bench-smoke: e2e-tools
 # the Services, fillers included (kube-proxy iptables matches a NodePort
 # after every ClusterIP rule). A few minutes at these sizes.
 BENCH_EXTERNAL_SIZES  ?= 100,1000
-BENCH_EXTERNAL_ROUNDS ?= 3
+BENCH_EXTERNAL_ROUNDS ?= 5
 BENCH_EXTERNAL_NAME   ?= external-n100-1k
 bench-external: e2e-tools
 	$(GO) run ./bench/cmd/socklb-bench --scenario external --sizes $(BENCH_EXTERNAL_SIZES) --rounds $(BENCH_EXTERNAL_ROUNDS) --connects 5000 --udp 10000 --sync-timeout $(BENCH_SYNC_TIMEOUT) --out $(BENCH_OUT) --name "$(BENCH_EXTERNAL_NAME)" $(BENCH_FLAGS)

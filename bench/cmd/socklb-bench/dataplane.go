@@ -39,7 +39,7 @@ type dataplane struct {
 	cg      *lab.Cgroup
 	fs      *testkit.BPFFS
 	agent   *testkit.Proc // socklb or kube-proxy
-	metrics string // socklb's metrics address
+	metrics string        // socklb's metrics address
 	client  *clientProc
 	undo    []func() error
 	// unsynced says why the dataplane was not measured (no full sync

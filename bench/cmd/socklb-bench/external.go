@@ -369,7 +369,7 @@ func prepareExternal(ctx context.Context, d *extPlane, n int, self string) (note
 			vals = append(vals, a.node.Name+" "+strings.TrimSpace(out))
 		}
 		host, _ := os.ReadFile("/proc/sys/net/ipv4/conf/all/route_localnet")
-		note := fmt.Sprintf("N=%d %s: net.ipv4.conf.all.route_localnet after kube-proxy's sync: %s, host %s", n, d.name, strings.Join(vals, ", "), strings.TrimSpace(string(host)))
+		note := fmt.Sprintf("N=%d %s: net.ipv4.conf.all.route_localnet with kube-proxy started on every node: %s; the host: %s", n, d.name, strings.Join(vals, ", "), strings.TrimSpace(string(host)))
 		logf("%s", note)
 		notes = append(notes, note)
 	}
@@ -454,6 +454,23 @@ func externalSizeRun(ctx context.Context, cfg *config, cp *cluster.ControlPlane,
 	runs, hooks, err := externalRounds(cfg, live, n)
 	if err != nil {
 		return so, err
+	}
+	// kube-proxy's NAT is conntrack's, in each node's own table.
+	for _, d := range live {
+		if d.name != "iptables" && d.name != "nftables" {
+			continue
+		}
+		var counts []string
+		for _, a := range d.agents {
+			out, err := runOut("ip", "netns", "exec", a.node.NetNS, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")
+			if err != nil {
+				return so, err
+			}
+			counts = append(counts, a.node.Name+" "+strings.TrimSpace(out))
+		}
+		note := fmt.Sprintf("N=%d %s: conntrack entries in the nodes' namespaces after the rounds: %s", n, d.name, strings.Join(counts, ", "))
+		logf("%s", note)
+		so.notes = append(so.notes, note)
 	}
 	so.ext = append(so.ext, runs...)
 	so.ext = append(so.ext, skipped...)
