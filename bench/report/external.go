@@ -72,15 +72,32 @@ type extMetric struct {
 	higherBetter bool
 	get          func(ExternalRun) *float64
 	note         string
+	noRatios     bool // counts, not rates: a ratio to direct's 0 means nothing
+}
+
+// perThousand is a count of the TCP rounds per 1 000 measured connects.
+func perThousand(get func(ExternalRun) *int64) func(ExternalRun) *float64 {
+	return func(r ExternalRun) *float64 {
+		v := get(r)
+		if v == nil || r.ConnectsMeasured == 0 {
+			return nil
+		}
+		f := float64(*v) * 1000 / float64(r.ConnectsMeasured)
+		return &f
+	}
 }
 
 var extMetrics = []extMetric{
 	{"Connects per second", "connects/s", true, func(r ExternalRun) *float64 { return r.ConnectsPerS },
-		"New TCP connections per second from one sequential client on the outside machine (connect, 1-byte exchange, close); median of the rounds."},
-	{"Connect latency p50", "µs", false, func(r ExternalRun) *float64 { return r.ConnectP50us }, "Time spent in connect(): the SYN to node 1 and the SYN-ACK back, median round."},
-	{"Connect latency p99", "µs", false, func(r ExternalRun) *float64 { return r.ConnectP99us }, ""},
+		"New TCP connections per second from one sequential client on the outside machine (connect, 1-byte exchange, close); median of the rounds.", false},
+	{"Connect latency p50", "µs", false, func(r ExternalRun) *float64 { return r.ConnectP50us }, "Time spent in connect(): the SYN to node 1 and the SYN-ACK back, median round.", false},
+	{"Connect latency p99", "µs", false, func(r ExternalRun) *float64 { return r.ConnectP99us }, "", false},
 	{"UDP request/response per second", "req/s", true, func(r ExternalRun) *float64 { return r.UDPRRPerS },
-		"One unconnected UDP socket on the outside machine, sendto the NodePort and recvfrom the answer, which must come from the address asked; median of the rounds."},
+		"One unconnected UDP socket on the outside machine, sendto the NodePort and recvfrom the answer, which must come from the address asked; median of the rounds.", false},
+	{"SYNs sent again", "per 1 000 connects", false, perThousand(func(r ExternalRun) *int64 { return r.SynRetrans }),
+		"Retransmitted SYNs of the outside client (TcpExt TCPSynRetrans of its namespace) over all the measured TCP rounds, per 1 000 connects: each is a connect that took at least one retransmission timeout.", true},
+	{"SYNs refused by the backend's TIME_WAIT (PAWS)", "per 1 000 connects", false, perThousand(func(r ExternalRun) *int64 { return r.BackendPAWSTimewait }),
+		"SYNs that met a TIME_WAIT socket of an earlier connection with the same addresses and ports at the backend pod and were refused as older than its last segment (TcpExt PAWSTimewait of the pod's namespace), over the same rounds, per 1 000 connects.", true},
 }
 
 // extTable writes one figure: a row per (N, case), a column per
@@ -108,12 +125,15 @@ func extTable(w *strings.Builder, runs []ExternalRun, m extMetric) {
 	type ratio struct{ a, b string }
 	var ratios []ratio
 	for _, d := range cols {
+		if m.noRatios {
+			break
+		}
 		if d != "direct" && slices.Contains(cols, "direct") {
 			ratios = append(ratios, ratio{d, "direct"})
 		}
 	}
 	for _, kp := range []string{"iptables", "nftables"} {
-		if slices.Contains(cols, "socklb") && slices.Contains(cols, kp) {
+		if !m.noRatios && slices.Contains(cols, "socklb") && slices.Contains(cols, kp) {
 			ratios = append(ratios, ratio{"socklb", kp})
 		}
 	}

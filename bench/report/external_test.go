@@ -17,7 +17,8 @@ func TestExternalSection(t *testing.T) {
 			{NServices: 100, Case: "local", Dataplane: "direct", Backend: "n1-p1", Addr: "10.244.1.11:8080", BackendSaw: "10.250.0.100", ConnectsPerS: f(4000)},
 			{NServices: 100, Case: "local", Dataplane: "socklb", Backend: "n1-p1", Addr: "10.250.0.11:30080", BackendSaw: "10.250.0.100", ConnectsPerS: f(3000)},
 			{NServices: 100, Case: "remote", Dataplane: "direct", Backend: "n2-p1", Addr: "10.244.2.11:8080", BackendSaw: "10.250.0.100", ConnectsPerS: f(4000)},
-			{NServices: 100, Case: "remote", Dataplane: "socklb", Backend: "n2-p1", Addr: "10.250.0.11:30081", BackendSaw: "10.250.0.11", ConnectsPerS: f(2000)},
+			{NServices: 100, Case: "remote", Dataplane: "socklb", Backend: "n2-p1", Addr: "10.250.0.11:30081", BackendSaw: "10.250.0.11", ConnectsPerS: f(2000),
+				ConnectsMeasured: 4000, SynRetrans: i64(6), BackendPAWSTimewait: i64(0)},
 			{NServices: 100, Case: "local", Dataplane: "iptables", Backend: "n1-p1", Note: "did not sync within 5m0s"},
 			{NServices: 100, Case: "remote", Dataplane: "iptables", Backend: "n2-p1", Note: "did not sync within 5m0s"},
 		},
@@ -37,6 +38,7 @@ func TestExternalSection(t *testing.T) {
 		"| 10.250.0.11 |",
 		"did not sync within 5m0s",
 		"| 100 | local | n1/dev-eth0-ingress | 10 | 0.005 | 500.0 |",
+		"| 100 | remote | 1.5 |",
 	} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the section lacks %q:\n%s", want, sec)
@@ -49,3 +51,5 @@ func TestExternalSection(t *testing.T) {
 		t.Errorf("a ratio column for a dataplane without figures:\n%s", sec)
 	}
 }
+
+func i64(v int64) *int64 { return &v }

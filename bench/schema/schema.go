@@ -111,6 +111,14 @@ type ExternalRun struct {
 	ConnectP50us *float64 `json:"connect_p50_us"`
 	ConnectP99us *float64 `json:"connect_p99_us"`
 	UDPRRPerS    *float64 `json:"udp_rr_per_s"`
+	// What the measured TCP rounds (ConnectsMeasured connects in all)
+	// retransmitted: SYNs the client sent again (TcpExt TCPSynRetrans in
+	// the outside machine's namespace), and SYNs the backend's TIME_WAIT
+	// sockets refused as older than their connection's last segment
+	// (TcpExt PAWSTimewait in the pod's namespace).
+	ConnectsMeasured    int    `json:"connects_measured,omitempty"`
+	SynRetrans          *int64 `json:"syn_retrans,omitempty"`
+	BackendPAWSTimewait *int64 `json:"backend_paws_timewait,omitempty"`
 	// Note says why the figures are null (not synced within the timeout).
 	Note string `json:"note,omitempty"`
 }

@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -485,6 +486,8 @@ func externalRounds(cfg *config, ds []*extPlane, n int) ([]ExternalRun, []HookCo
 	type figures struct {
 		rate, p50, p99, udp []float64
 		saw                 string
+		connects            int
+		synRetrans, paws    int64
 	}
 	fig := make([][]figures, len(ds))
 	for i, d := range ds {
@@ -521,7 +524,15 @@ func externalRounds(cfg *config, ds []*extPlane, n int) ([]ExternalRun, []HookCo
 		for i, d := range ds {
 			for j, c := range extCases {
 				tcp, _ := d.addrs(c)
+				cli0, pod0, err := d.tcpCounters(c)
+				if err != nil {
+					return nil, nil, err
+				}
 				resp, err := d.client.do(request{Op: "tcp", Addr: tcp, Count: cfg.connects})
+				if err != nil {
+					return nil, nil, err
+				}
+				cli1, pod1, err := d.tcpCounters(c)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -529,6 +540,9 @@ func externalRounds(cfg *config, ds []*extPlane, n int) ([]ExternalRun, []HookCo
 					return nil, nil, err
 				}
 				f := &fig[i][j]
+				f.connects += cfg.connects
+				f.synRetrans += cli1["TcpExt.TCPSynRetrans"] - cli0["TcpExt.TCPSynRetrans"]
+				f.paws += pod1["TcpExt.PAWSTimewait"] - pod0["TcpExt.PAWSTimewait"]
 				f.rate = append(f.rate, float64(resp.OK)/resp.Elapsed.Seconds())
 				f.p50 = append(f.p50, float64(resp.P50)/1e3)
 				f.p99 = append(f.p99, float64(resp.P99)/1e3)
@@ -567,13 +581,57 @@ func externalRounds(cfg *config, ds []*extPlane, n int) ([]ExternalRun, []HookCo
 			f := fig[i][j]
 			tcp, udp := d.addrs(c)
 			r := ExternalRun{NServices: n, Case: c.name, Dataplane: d.name, Backend: c.pod, Addr: tcp, UDPAddr: udp, BackendSaw: f.saw,
-				ConnectsPerS: fptr(median(f.rate)), ConnectP50us: fptr(median(f.p50)), ConnectP99us: fptr(median(f.p99)), UDPRRPerS: fptr(median(f.udp))}
-			logf("%-8s %-6s TCP %.0f connects/s (rounds %v), connect p50 %.1fµs p99 %.1fµs; UDP %.0f req/s (rounds %v)",
-				d.name, c.name, *r.ConnectsPerS, round0(f.rate), *r.ConnectP50us, *r.ConnectP99us, *r.UDPRRPerS, round0(f.udp))
+				ConnectsPerS: fptr(median(f.rate)), ConnectP50us: fptr(median(f.p50)), ConnectP99us: fptr(median(f.p99)), UDPRRPerS: fptr(median(f.udp)),
+				ConnectsMeasured: f.connects, SynRetrans: &f.synRetrans, BackendPAWSTimewait: &f.paws}
+			logf("%-8s %-6s TCP %.0f connects/s (rounds %v), connect p50 %.1fµs p99 %.1fµs, %d SYNs sent again, %d refused by the backend's TIME_WAIT (PAWS) in %d connects; UDP %.0f req/s (rounds %v)",
+				d.name, c.name, *r.ConnectsPerS, round0(f.rate), *r.ConnectP50us, *r.ConnectP99us, f.synRetrans, f.paws, f.connects, *r.UDPRRPerS, round0(f.udp))
 			out = append(out, r)
 		}
 	}
 	return out, hooks, nil
+}
+
+// tcpCounters reads the TCP counters of the outside machine's namespace
+// and of case c's backend pod's.
+func (d *extPlane) tcpCounters(c extCase) (client, pod map[string]int64, err error) {
+	if client, err = netCounters(d.m.Outside.NetNS); err != nil {
+		return nil, nil, err
+	}
+	pod, err = netCounters(d.m.Pod(c.pod).NetNS)
+	return client, pod, err
+}
+
+// netCounters reads /proc/net/snmp and /proc/net/netstat of the namespace
+// ns ("TcpExt.TCPSynRetrans" -> value): through /proc/thread-self, which
+// answers for the thread's namespace (lab.InNetNS moves one thread;
+// /proc/self/net would answer for the process's).
+func netCounters(ns string) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := lab.InNetNS(ns, func() error {
+		for _, f := range []string{"/proc/thread-self/net/snmp", "/proc/thread-self/net/netstat"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			for i := 0; i+1 < len(lines); i += 2 {
+				keys, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+				if len(keys) != len(vals) || len(keys) == 0 || keys[0] != vals[0] {
+					return fmt.Errorf("%s in %s: unexpected lines %q / %q", f, ns, lines[i], lines[i+1])
+				}
+				group := strings.TrimSuffix(keys[0], ":")
+				for k := 1; k < len(keys); k++ {
+					v, err := strconv.ParseInt(vals[k], 10, 64)
+					if err != nil {
+						continue // a signed or odd field (Tcp MaxConn -1 parses; others skipped)
+					}
+					out[group+"."+keys[k]] = v
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // deviceCost runs one more connect and UDP round per case with the
