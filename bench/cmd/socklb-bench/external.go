@@ -102,6 +102,7 @@ func (o *objects) setupExternal(ctx context.Context) error {
 			return fmt.Errorf("node %s status: %w", n.name, err)
 		}
 	}
+	o.others += len(extCases) // N counts them
 	for _, c := range extCases {
 		svc := service(c.svc,
 			corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP, NodePort: c.tcpNP},

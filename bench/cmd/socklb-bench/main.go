@@ -150,8 +150,8 @@ func benchMain() error {
 	if !external && cfg.scenario != schema.ScenarioClusterIP {
 		return fmt.Errorf("--scenario %q: %s or %s", cfg.scenario, schema.ScenarioClusterIP, schema.ScenarioExternal)
 	}
-	if external && cfg.sizes[0] < 4+extServices {
-		return fmt.Errorf("--scenario external: sizes from %d (N counts the fillers, target, probe and the %d NodePort Services)", 4+extServices, extServices)
+	if external && cfg.sizes[0] < 2+extServices {
+		return fmt.Errorf("--scenario external: sizes from %d (N counts the fillers, target, probe and the %d NodePort Services)", 2+extServices, extServices)
 	}
 	if cfg.fill != "etcd" && cfg.fill != "api" {
 		return fmt.Errorf("--fill %q: etcd or api", cfg.fill)
@@ -259,11 +259,7 @@ func benchMain() error {
 	res.Machine["host_netns_before"] = hostBefore.String()
 	gave := gaveUp{}
 	for _, n := range cfg.sizes {
-		grow := n
-		if external {
-			grow = n - extServices // N counts the NodePort Services too
-		}
-		if err := objs.grow(ctx, grow); err != nil {
+		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
 		}
 		res.Machine["api_object_writes"] = strings.Join(objs.writeRates, ", ")
