@@ -24,7 +24,7 @@ func externalIntro(w *strings.Builder) {
 	fmt.Fprintf(w, "External scenario: clients on another machine through a NodePort. Per dataplane a multi-node lab (internal/lab): two node namespaces on an underlay bridge with no uplink, one pod each, and an outside machine without any socklb hook. ")
 	fmt.Fprintf(w, "The dataplane runs on both nodes, inside each node's namespace, fed by one real kube-apiserver: socklb's agent with `--packet-lb --devices eth0` (tcx programs on the node's eth0), or kube-proxy v1.37.2 in iptables or nftables mode. ")
 	fmt.Fprintf(w, "The outside client connects to node 1's address at the NodePort of a Service (externalTrafficPolicy Cluster) whose one endpoint is node 1's pod (case `local`) or node 2's pod (case `remote`); `direct` connects to the pod itself, routed via the pod's node, and is the baseline. ")
-	fmt.Fprintf(w, "N is the number of Services in the cluster (10 endpoints each, the two NodePort Services included). Ratios compare figures of the same run and case.\n\n")
+	fmt.Fprintf(w, "N is the number of Services in the cluster: the two NodePort Services (one endpoint each), and as in the ClusterIP scenario its target and probe and N-4 fillers with 10 endpoints each. Ratios compare figures of the same run and case.\n\n")
 	fmt.Fprintf(w, "A run: `make bench-external` (sizes and rounds as make variables, see the Makefile) writes bench/results/<name>/; `make bench-report` regenerates every page from the runs there.\n\n")
 }
 
@@ -189,6 +189,54 @@ func extTable(w *strings.Builder, runs []ExternalRun, m extMetric) {
 	fmt.Fprintln(w)
 }
 
+// roundsTable is each round's connects/s in the order the rounds ran: a
+// dataplane whose figure drifts over the run shows it here.
+func roundsTable(w *strings.Builder, runs []ExternalRun) {
+	sizes, cases, dps := extAxes(runs)
+	var cols []string
+	for _, d := range dps {
+		for _, r := range runs {
+			if r.Dataplane == d && len(r.ConnectsPerSRounds) > 0 {
+				cols = append(cols, d)
+				break
+			}
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Connects per second, round by round\n\n")
+	fmt.Fprintf(w, "Each round's connects/s in the order the rounds ran (each round goes through every lab and case in turn); the median of these is the first table's.\n\n")
+	fmt.Fprintf(w, "| N | case |")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	fmt.Fprintf(w, "\n|---:|---|")
+	for range cols {
+		fmt.Fprintf(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, n := range sizes {
+		for _, c := range cases {
+			fmt.Fprintf(w, "| %d | %s |", n, c)
+			for _, d := range cols {
+				r, ok := extFind(runs, n, c, d)
+				if !ok || len(r.ConnectsPerSRounds) == 0 {
+					fmt.Fprintf(w, " – |")
+					continue
+				}
+				parts := make([]string, len(r.ConnectsPerSRounds))
+				for i, v := range r.ConnectsPerSRounds {
+					parts[i] = fmt.Sprintf("%.0f", v)
+				}
+				fmt.Fprintf(w, " %s |", strings.Join(parts, ", "))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
 // pathTable says, per case and dataplane, where the client connected and
 // which source address the backend saw (the client's own, or node 1's:
 // SNAT).
@@ -276,8 +324,11 @@ func externalSection(r namedRun, page string) string {
 	fmt.Fprintln(&w)
 	pathTable(&w, res.External)
 	fmt.Fprintf(&w, "## Figures\n\n")
-	for _, m := range extMetrics {
+	for i, m := range extMetrics {
 		extTable(&w, res.External, m)
+		if i == 0 {
+			roundsTable(&w, res.External)
+		}
 	}
 	deviceTable(&w, res.HookCost)
 	return w.String()

@@ -15,7 +15,8 @@ func TestExternalSection(t *testing.T) {
 		Machine:  map[string]any{"date": "2026-12-02T00:00:00Z", "git_commit": "0123456789abcdef"},
 		External: []ExternalRun{
 			{NServices: 100, Case: "local", Dataplane: "direct", Backend: "n1-p1", Addr: "10.244.1.11:8080", BackendSaw: "10.250.0.100", ConnectsPerS: f(4000)},
-			{NServices: 100, Case: "local", Dataplane: "socklb", Backend: "n1-p1", Addr: "10.250.0.11:30080", BackendSaw: "10.250.0.100", ConnectsPerS: f(3000)},
+			{NServices: 100, Case: "local", Dataplane: "socklb", Backend: "n1-p1", Addr: "10.250.0.11:30080", BackendSaw: "10.250.0.100", ConnectsPerS: f(3000),
+				ConnectsPerSRounds: []float64{2900.4, 3000, 3100.6}},
 			{NServices: 100, Case: "remote", Dataplane: "direct", Backend: "n2-p1", Addr: "10.244.2.11:8080", BackendSaw: "10.250.0.100", ConnectsPerS: f(4000)},
 			{NServices: 100, Case: "remote", Dataplane: "socklb", Backend: "n2-p1", Addr: "10.250.0.11:30081", BackendSaw: "10.250.0.11", ConnectsPerS: f(2000),
 				ConnectsMeasured: 4000, SynRetrans: i64(6), BackendPAWSTimewait: i64(0)},
@@ -39,6 +40,7 @@ func TestExternalSection(t *testing.T) {
 		"did not sync within 5m0s",
 		"| 100 | local | n1/dev-eth0-ingress | 10 | 0.005 | 500.0 |",
 		"| 100 | remote | 1.5 |",
+		"| 100 | local | 2900, 3000, 3101 |",
 	} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the section lacks %q:\n%s", want, sec)

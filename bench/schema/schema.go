@@ -111,6 +111,10 @@ type ExternalRun struct {
 	ConnectP50us *float64 `json:"connect_p50_us"`
 	ConnectP99us *float64 `json:"connect_p99_us"`
 	UDPRRPerS    *float64 `json:"udp_rr_per_s"`
+	// Every round's figure, in the order the rounds ran (the medians
+	// above are theirs): a figure that drifts over the run shows here.
+	ConnectsPerSRounds []float64 `json:"connects_per_s_rounds,omitempty"`
+	UDPRRPerSRounds    []float64 `json:"udp_rr_per_s_rounds,omitempty"`
 	// What the measured TCP rounds (ConnectsMeasured connects in all)
 	// retransmitted: SYNs the client sent again (TcpExt TCPSynRetrans in
 	// the outside machine's namespace), and SYNs the backend's TIME_WAIT

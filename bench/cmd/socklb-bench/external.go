@@ -583,6 +583,7 @@ func externalRounds(cfg *config, ds []*extPlane, n int) ([]ExternalRun, []HookCo
 			tcp, udp := d.addrs(c)
 			r := ExternalRun{NServices: n, Case: c.name, Dataplane: d.name, Backend: c.pod, Addr: tcp, UDPAddr: udp, BackendSaw: f.saw,
 				ConnectsPerS: fptr(median(f.rate)), ConnectP50us: fptr(median(f.p50)), ConnectP99us: fptr(median(f.p99)), UDPRRPerS: fptr(median(f.udp)),
+				ConnectsPerSRounds: rounded(f.rate), UDPRRPerSRounds: rounded(f.udp),
 				ConnectsMeasured: f.connects, SynRetrans: &f.synRetrans, BackendPAWSTimewait: &f.paws}
 			logf("%-8s %-6s TCP %.0f connects/s (rounds %v), connect p50 %.1fµs p99 %.1fµs, %d SYNs sent again, %d refused by the backend's TIME_WAIT (PAWS) in %d connects; UDP %.0f req/s (rounds %v)",
 				d.name, c.name, *r.ConnectsPerS, round0(f.rate), *r.ConnectP50us, *r.ConnectP99us, f.synRetrans, f.paws, f.connects, *r.UDPRRPerS, round0(f.udp))
@@ -590,6 +591,15 @@ func externalRounds(cfg *config, ds []*extPlane, n int) ([]ExternalRun, []HookCo
 		}
 	}
 	return out, hooks, nil
+}
+
+// rounded is v with fptr's rounding.
+func rounded(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = *fptr(x)
+	}
+	return out
 }
 
 // tcpCounters reads the TCP counters of the outside machine's namespace

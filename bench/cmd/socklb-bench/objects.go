@@ -49,7 +49,7 @@ type objects struct {
 	probe     *discoveryv1.EndpointSlice // last written
 	probeOn   string                     // "a" or "b"
 	fillers   int
-	others    int // Services besides the fillers: target, probe (and the external scenario's)
+	others    int    // Services besides the fillers: target, probe (and the external scenario's)
 	etcd      string // etcd's client URL: fillers are written there (etcdfill.go); "": through the API server
 	churned   int    // endpoint changes made by churnOne so far
 	// writeRates are the API writes per second of each grow, kept in the
