@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-report bench-ci conformance conformance-tools node-tests
+.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
 
 all: build
 
@@ -113,6 +113,21 @@ bench: e2e-tools
 # results stay those of the named runs.
 bench-smoke: e2e-tools
 	$(GO) run ./bench/cmd/socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s --connects 1000 --udp 2000 --out $(BENCH_OUT) --name "$(or $(BENCH_NAME),smoke)" $(BENCH_FLAGS)
+	$(MAKE) bench-report
+
+# Clients on another machine through a NodePort (socklb-bench --scenario
+# external): per dataplane a multi-node lab (two nodes on an underlay
+# bridge, a pod each, an outside machine), the dataplane on both nodes
+# (socklb --packet-lb, or kube-proxy in the node's namespace), the outside
+# connecting to node 1's NodePort with the backend on node 1 (DNAT) or
+# node 2 (DNAT+SNAT), and straight to the pods for the baseline. N counts
+# the Services, fillers included (kube-proxy iptables matches a NodePort
+# after every ClusterIP rule). A few minutes at these sizes.
+BENCH_EXTERNAL_SIZES  ?= 100,1000
+BENCH_EXTERNAL_ROUNDS ?= 5
+BENCH_EXTERNAL_NAME   ?= external-n100-1k
+bench-external: e2e-tools
+	$(GO) run ./bench/cmd/socklb-bench --scenario external --sizes $(BENCH_EXTERNAL_SIZES) --rounds $(BENCH_EXTERNAL_ROUNDS) --connects 5000 --udp 10000 --sync-timeout $(BENCH_SYNC_TIMEOUT) --out $(BENCH_OUT) --name "$(BENCH_EXTERNAL_NAME)" $(BENCH_FLAGS)
 	$(MAKE) bench-report
 
 # Every run directory under $(BENCH_OUT) (<name>/results.json) gets its own

@@ -88,12 +88,73 @@ type Profile struct {
 	Top       string  `json:"top"`
 }
 
+// ExternalRun is one (N, case, dataplane) result of the external
+// scenario (socklb-bench --scenario external): clients on the lab's
+// outside machine reach a NodePort of node 1, whose backend is on node 1
+// (case "local": DNAT only) or on node 2 (case "remote": the reply comes
+// back through node 1). Its keys stay fixed as Run's; nil where a figure
+// could not be measured.
+type ExternalRun struct {
+	NServices int    `json:"n_services"`
+	Case      string `json:"case"`      // local, remote
+	Dataplane string `json:"dataplane"` // direct, socklb, iptables, nftables
+	// Backend is the pod that answers ("n1-p1"), Addr where the outside
+	// client connected (TCP; UDP goes to the same address at the UDP
+	// port): node 1's NodePort, or the pod itself for direct.
+	Backend string `json:"backend"`
+	Addr    string `json:"addr"`
+	UDPAddr string `json:"udp_addr"`
+	// BackendSaw is the source address the backend saw on a TCP
+	// connection: the client's own, or a node's (SNAT).
+	BackendSaw   string   `json:"backend_saw"`
+	ConnectsPerS *float64 `json:"connects_per_s"`
+	ConnectP50us *float64 `json:"connect_p50_us"`
+	ConnectP99us *float64 `json:"connect_p99_us"`
+	UDPRRPerS    *float64 `json:"udp_rr_per_s"`
+	// Every round's figure, in the order the rounds ran (the medians
+	// above are theirs): a figure that drifts over the run shows here.
+	ConnectsPerSRounds []float64 `json:"connects_per_s_rounds,omitempty"`
+	UDPRRPerSRounds    []float64 `json:"udp_rr_per_s_rounds,omitempty"`
+	// What the measured TCP rounds (ConnectsMeasured connects in all)
+	// retransmitted: SYNs the client sent again (TcpExt TCPSynRetrans in
+	// the outside machine's namespace), and SYNs the backend's TIME_WAIT
+	// sockets refused as older than their connection's last segment
+	// (TcpExt PAWSTimewait in the pod's namespace).
+	ConnectsMeasured    int    `json:"connects_measured,omitempty"`
+	SynRetrans          *int64 `json:"syn_retrans,omitempty"`
+	BackendPAWSTimewait *int64 `json:"backend_paws_timewait,omitempty"`
+	// Note says why the figures are null (not synced within the timeout).
+	Note string `json:"note,omitempty"`
+}
+
 // Results is the whole raw file of one run.
 type Results struct {
+	// Scenario is what the run measured: "clusterip" (pods' connections to
+	// ClusterIPs: Runs and the rest) or "external" (clients on another
+	// machine through a NodePort: External, and HookCost for socklb's
+	// device programs). Empty in runs from before the external scenario:
+	// clusterip.
+	Scenario   string         `json:"scenario,omitempty"`
 	Machine    map[string]any `json:"machine"`
 	Runs       []Run          `json:"runs"`
+	External   []ExternalRun  `json:"external,omitempty"`
 	SocklbMaps []MapMem       `json:"socklb_maps"`
 	Churn      []Churn        `json:"churn"`
 	HookCost   []HookCost     `json:"hook_cost"`
 	Profiles   []Profile      `json:"profiles"`
+}
+
+// Scenarios of a run.
+const (
+	ScenarioClusterIP = "clusterip"
+	ScenarioExternal  = "external"
+)
+
+// ScenarioOf is the run's scenario, clusterip for runs that predate the
+// field.
+func (r Results) ScenarioOf() string {
+	if r.Scenario == "" {
+		return ScenarioClusterIP
+	}
+	return r.Scenario
 }

@@ -14,13 +14,14 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 type request struct {
-	Op       string        `json:"op"` // tcp, udp, probe
+	Op       string        `json:"op"` // tcp, udp, probe, peer
 	Addr     string        `json:"addr"`
 	Count    int           `json:"count,omitempty"`
 	Want     string        `json:"want,omitempty"`     // probe: the reply byte to wait for
@@ -47,6 +48,7 @@ type response struct {
 	P99        time.Duration  `json:"p99,omitempty"`
 	Seen       int64          `json:"seen,omitempty"` // probe: wall clock (UnixNano) of the first reply from Want
 	Replies    map[string]int `json:"replies,omitempty"`
+	Peer       string         `json:"peer,omitempty"` // peer: the source address the server saw
 }
 
 func clientMain() error {
@@ -70,6 +72,8 @@ func clientMain() error {
 			resp = udpRounds(sa, ap, req.Count)
 		case "probe":
 			resp = probe(sa, req)
+		case "peer":
+			resp = peer(sa)
 		default:
 			return fmt.Errorf("unknown op %q", req.Op)
 		}
@@ -195,6 +199,50 @@ func udpRounds(sa *unix.SockaddrInet4, ap netip.AddrPort, n int) response {
 		}
 	}
 	r.Elapsed = time.Since(start)
+	return r
+}
+
+// askPeer is the byte that asks a server for the source address it saw.
+const askPeer = '@'
+
+// peer asks the server behind sa which source address it saw: one TCP
+// connection, whose answer is the server's id, a space and that address.
+func peer(sa unix.Sockaddr) response {
+	var r response
+	fail := func(err error) response {
+		r.Errors, r.FirstError = 1, err.Error()
+		return r
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer unix.Close(fd)
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &timeout3s)
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &timeout3s)
+	if err := unix.Connect(fd, sa); err != nil {
+		return fail(err)
+	}
+	if _, err := unix.Write(fd, []byte{askPeer}); err != nil {
+		return fail(err)
+	}
+	var got []byte
+	buf := make([]byte, 64)
+	for {
+		n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf) })
+		if err != nil {
+			return fail(err)
+		}
+		if n == 0 {
+			break
+		}
+		got = append(got, buf[:n]...)
+	}
+	id, addr, ok := strings.Cut(string(got), " ")
+	if !ok {
+		return fail(fmt.Errorf("answer %q: want <id> <address>", got))
+	}
+	r.OK, r.Replies, r.Peer = 1, map[string]int{id: 1}, addr
 	return r
 }
 

@@ -39,8 +39,7 @@ type dataplane struct {
 	cg      *lab.Cgroup
 	fs      *testkit.BPFFS
 	agent   *testkit.Proc // socklb or kube-proxy
-	socat   *testkit.Proc
-	metrics string // socklb's metrics address
+	metrics string        // socklb's metrics address
 	client  *clientProc
 	undo    []func() error
 	// unsynced says why the dataplane was not measured (no full sync
@@ -114,7 +113,8 @@ func (d *dataplane) serve(ns string, id byte) error {
 }
 
 // serverMain is `socklb-bench server <id>`: answers every TCP connection's
-// byte and every UDP datagram with id, until killed.
+// byte and every UDP datagram with id, until killed. A TCP connection whose
+// byte is askPeer gets id, a space and the source address it came from.
 func serverMain(id string) error {
 	ln, err := net.Listen("tcp4", fmt.Sprintf(":%d", tcpPort))
 	if err != nil {
@@ -144,7 +144,12 @@ func serverMain(id string) error {
 			var b [1]byte
 			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			if _, err := io.ReadFull(c, b[:]); err == nil {
-				_, _ = c.Write(reply)
+				if b[0] == askPeer {
+					// Who connected: the client, or a node that SNATed it.
+					_, _ = c.Write(append(append(reply, ' '), c.RemoteAddr().(*net.TCPAddr).IP.String()...))
+				} else {
+					_, _ = c.Write(reply)
+				}
 			}
 			c.Close()
 		}()
@@ -202,10 +207,7 @@ func (d *dataplane) startSocklb() (time.Time, error) {
 }
 
 // startKubeProxy runs the real kube-proxy inside the client namespace,
-// where its rules apply to the client's traffic and nowhere else. It
-// reaches the API server (127.0.0.1 of the host namespace) through socat:
-// a listener on 127.0.0.1:<port> inside the namespace whose every
-// connection is relayed by a socat in the API server's namespace.
+// where its rules apply to the client's traffic and nowhere else.
 func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 	ns := d.cli.NetNS
 	// kube-proxy DNATs in OUTPUT, after the route lookup: the ClusterIP
@@ -214,20 +216,34 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 	if err := run("ip", "-n", ns, "route", "add", serviceCIDR, "dev", "vpod1", "src", d.cli.IP.String()); err != nil {
 		return time.Time{}, err
 	}
-	port := strings.TrimPrefix(d.cp.Server[strings.LastIndex(d.cp.Server, ":"):], ":")
-	bridge := filepath.Join(d.dir, "apiserver-bridge.sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec nsenter --net=/proc/%d/ns/net socat STDIO TCP:127.0.0.1:%s\n", d.cp.APIServer.Pid(), port)
-	if err := os.WriteFile(bridge, []byte(script), 0o755); err != nil {
-		return time.Time{}, err
-	}
-	var err error
-	d.socat, err = testkit.StartProc("socat", filepath.Join(d.dir, "socat.log"), "ip", "netns", "exec", ns,
-		"socat", fmt.Sprintf("TCP-LISTEN:%s,bind=127.0.0.1,fork,reuseaddr", port), "EXEC:"+bridge)
+	kubeconfig, err := d.bridgeAPIServer(ns, "")
 	if err != nil {
 		return time.Time{}, err
 	}
-	d.push(func() error { d.socat.Stop(5 * time.Second); return nil })
-	if err := d.socat.WaitFor("the API server bridge", 10*time.Second, func() error {
+	at := time.Now()
+	d.agent, err = d.runKubeProxy(ns, nodeName, kubeconfig, "")
+	return at, err
+}
+
+// bridgeAPIServer makes the API server (127.0.0.1 of the host namespace)
+// reachable from inside the namespace ns, at the same address: a socat
+// listening on 127.0.0.1:<port> inside ns relays every connection through
+// a socat in the API server's namespace. It returns a kubeconfig for that
+// address. tag tells the files of several namespaces apart.
+func (d *dataplane) bridgeAPIServer(ns, tag string) (kubeconfig string, err error) {
+	port := strings.TrimPrefix(d.cp.Server[strings.LastIndex(d.cp.Server, ":"):], ":")
+	bridge := filepath.Join(d.dir, "apiserver-bridge"+tag+".sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec nsenter --net=/proc/%d/ns/net socat STDIO TCP:127.0.0.1:%s\n", d.cp.APIServer.Pid(), port)
+	if err := os.WriteFile(bridge, []byte(script), 0o755); err != nil {
+		return "", err
+	}
+	socat, err := testkit.StartProc("socat"+tag, filepath.Join(d.dir, "socat"+tag+".log"), "ip", "netns", "exec", ns,
+		"socat", fmt.Sprintf("TCP-LISTEN:%s,bind=127.0.0.1,fork,reuseaddr", port), "EXEC:"+bridge)
+	if err != nil {
+		return "", err
+	}
+	d.push(func() error { socat.Stop(5 * time.Second); return nil })
+	if err := socat.WaitFor("the API server bridge", 10*time.Second, func() error {
 		return lab.InNetNS(ns, func() error {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
 			if err == nil {
@@ -236,16 +252,23 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 			return err
 		})
 	}); err != nil {
-		return time.Time{}, err
+		return "", err
 	}
-	kubeconfig := filepath.Join(d.dir, "kube-proxy.kubeconfig")
+	kubeconfig = filepath.Join(d.dir, "kubeconfig"+tag)
 	if err := cluster.WriteKubeconfig(kubeconfig, d.cp.Server, d.cp.PKI.CAPEM, "admin", d.cp.AdminToken); err != nil {
-		return time.Time{}, err
+		return "", err
 	}
+	return kubeconfig, nil
+}
+
+// runKubeProxy starts kube-proxy in d.name's mode inside the namespace ns
+// (`ip netns exec`: its rules, its sysctls and /sys are the namespace's),
+// as the node hostname, and registers its stop.
+func (d *dataplane) runKubeProxy(ns, hostname, kubeconfig, tag string) (*testkit.Proc, error) {
 	args := []string{"netns", "exec", ns, d.cfg.kubeProxy,
 		"--kubeconfig=" + kubeconfig,
 		"--proxy-mode=" + d.name,
-		"--hostname-override=" + nodeName,
+		"--hostname-override=" + hostname,
 		"--cluster-cidr=10.244.0.0/16",
 		// Leave the machine's global sysctls alone.
 		"--conntrack-max-per-core=0",
@@ -260,23 +283,22 @@ func (d *dataplane) startKubeProxy(ctx context.Context) (time.Time, error) {
 		"--healthz-bind-address=127.0.0.1:10256",
 		"--v=1",
 	}
-	at := time.Now()
-	d.agent, err = testkit.StartProc("kube-proxy "+d.name, filepath.Join(d.dir, "kube-proxy.log"), "ip", args...)
+	p, err := testkit.StartProc("kube-proxy "+d.name+tag, filepath.Join(d.dir, "kube-proxy"+tag+".log"), "ip", args...)
 	if err != nil {
-		return at, err
+		return nil, err
 	}
-	d.push(func() error { d.stopKubeProxy(); return nil })
-	return at, nil
+	d.push(func() error { stopKubeProxy(p); return nil })
+	return p, nil
 }
 
 // stopKubeProxy stops kube-proxy and then the iptables-restore or nft it
 // may have been running (a sync of 100 000 endpoints can outlive it).
-func (d *dataplane) stopKubeProxy() {
-	if !d.agent.Alive() {
+func stopKubeProxy(p *testkit.Proc) {
+	if !p.Alive() {
 		return
 	}
 	var kids []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", d.agent.Pid()))
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p.Pid()))
 	for _, t := range tasks {
 		b, _ := os.ReadFile(t)
 		for _, f := range strings.Fields(string(b)) {
@@ -285,7 +307,7 @@ func (d *dataplane) stopKubeProxy() {
 			}
 		}
 	}
-	d.agent.Stop(10 * time.Second)
+	p.Stop(10 * time.Second)
 	for _, pid := range kids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -298,8 +320,18 @@ func (d *dataplane) programmed() (int, error) {
 	case "socklb":
 		f, err := d.metric("socklb_frontends_programmed")
 		return int(f), err
+	case "iptables", "nftables":
+		return kubeProxyProgrammed(d.name, d.cli.NetNS)
+	}
+	return 0, nil
+}
+
+// kubeProxyProgrammed counts the ClusterIP service ports kube-proxy in
+// mode has programmed in the namespace ns.
+func kubeProxyProgrammed(mode, ns string) (int, error) {
+	switch mode {
 	case "iptables":
-		out, err := exec.Command("ip", "netns", "exec", d.cli.NetNS, "iptables-save", "-t", "nat").Output()
+		out, err := exec.Command("ip", "netns", "exec", ns, "iptables-save", "-t", "nat").Output()
 		if err != nil {
 			return 0, err
 		}
@@ -311,13 +343,13 @@ func (d *dataplane) programmed() (int, error) {
 		}
 		return n, nil
 	case "nftables":
-		out, err := exec.Command("ip", "netns", "exec", d.cli.NetNS, "nft", "list", "map", "ip", "kube-proxy", "service-ips").Output()
+		out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "map", "ip", "kube-proxy", "service-ips").Output()
 		if err != nil {
 			return 0, nil // not created yet
 		}
 		return bytes.Count(out, []byte("goto service-")), nil
 	}
-	return 0, nil
+	return 0, fmt.Errorf("kube-proxy mode %q", mode)
 }
 
 // metric reads one sample of the socklb agent's /metrics.
@@ -371,17 +403,23 @@ type clientProc struct {
 	errb *bytes.Buffer
 }
 
-// startClient runs `socklb-bench client` in the client namespace, in cg
-// (placed there at clone time) unless cg is nil.
+// startClient runs `socklb-bench client` in the client namespace, in the
+// dataplane's cgroup (placed there at clone time) if it has one.
 func (d *dataplane) startClient(ctx context.Context, self string) error {
-	cmd := exec.Command("taskset", "-c", strconv.Itoa(d.cfg.cpu), "ip", "netns", "exec", d.cli.NetNS, self, "client")
+	return d.startClientIn(ctx, self, d.cli.NetNS, d.cg)
+}
+
+// startClientIn runs `socklb-bench client` in the namespace ns, in cg
+// (placed there at clone time) unless cg is nil.
+func (d *dataplane) startClientIn(ctx context.Context, self, ns string, cg *lab.Cgroup) error {
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(d.cfg.cpu), "ip", "netns", "exec", ns, self, "client")
 	// No asynchronous preemption signals: they would interrupt the
 	// blocking socket calls the client measures.
 	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if d.cg != nil {
+	if cg != nil {
 		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = d.cg.FD()
+		cmd.SysProcAttr.CgroupFD = cg.FD()
 	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -488,7 +526,7 @@ func (d *dataplane) mapMemory() (map[string]int64, error) {
 func (d *dataplane) stopAgent() {
 	switch d.name {
 	case "iptables", "nftables":
-		d.stopKubeProxy()
+		stopKubeProxy(d.agent)
 	default:
 		d.agent.Stop(10 * time.Second)
 	}

@@ -9,6 +9,13 @@
 //
 //	socklb-bench --sizes 100 --rounds 1 --changes 5 --churn 5s --name smoke   # smoke (CI)
 //	socklb-bench --sizes 10000,30000,100000 --rounds 5 --changes 50 --name n10k-100k
+//	socklb-bench --scenario external --sizes 100,1000 --rounds 3 --name external-n100-1k
+//
+// --scenario external (external.go) measures instead clients on another
+// machine through a NodePort: a multi-node lab per dataplane, the
+// dataplane on both nodes, the outside machine connecting to node 1's
+// NodePort with the backend on node 1 or on node 2. Its figures go to
+// the raw file's "external"; socklb's device programs' cost to hook_cost.
 //
 // Besides the runs (a fixed set of keys, so runs of any date compare key
 // by key and bench/report reads them all), the JSON holds socklb_maps
@@ -44,11 +51,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/socklb/socklb/bench/schema"
 	"github.com/socklb/socklb/internal/cluster"
+	"github.com/socklb/socklb/internal/lab"
 	"github.com/socklb/socklb/internal/testkit"
 )
 
 type config struct {
+	scenario       string // clusterip or external
 	fill           string // "etcd" or "api": how the filler objects are written
 	sizes          []int
 	dataplanes     []string
@@ -74,6 +84,7 @@ type config struct {
 // sizeOut is what one size adds to the results.
 type sizeOut struct {
 	runs     []Run
+	ext      []ExternalRun // the external scenario's
 	notes    []string
 	maps     []MapMem
 	churn    []Churn
@@ -109,6 +120,7 @@ func main() {
 func benchMain() error {
 	var cfg config
 	var sizes, dps string
+	flag.StringVar(&cfg.scenario, "scenario", schema.ScenarioClusterIP, "clusterip: a pod's connections to a ClusterIP (the default); external: clients on another machine through node 1's NodePort, to a pod on node 1 and on node 2, in a multi-node lab (--changes and --churn do not apply)")
 	flag.StringVar(&sizes, "sizes", "100", "comma-separated numbers of Services (each with 10 endpoints)")
 	flag.StringVar(&dps, "dataplanes", "direct,socklb,iptables,nftables", "dataplanes to measure")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "rounds of the connect and UDP tests (the median is reported)")
@@ -134,6 +146,13 @@ func benchMain() error {
 		cfg.sizes = append(cfg.sizes, n)
 	}
 	slices.Sort(cfg.sizes)
+	external := cfg.scenario == schema.ScenarioExternal
+	if !external && cfg.scenario != schema.ScenarioClusterIP {
+		return fmt.Errorf("--scenario %q: %s or %s", cfg.scenario, schema.ScenarioClusterIP, schema.ScenarioExternal)
+	}
+	if external && cfg.sizes[0] < 2+extServices {
+		return fmt.Errorf("--scenario external: sizes from %d (N counts the fillers, target, probe and the %d NodePort Services)", 2+extServices, extServices)
+	}
 	if cfg.fill != "etcd" && cfg.fill != "api" {
 		return fmt.Errorf("--fill %q: etcd or api", cfg.fill)
 	}
@@ -169,6 +188,12 @@ func benchMain() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// kube-proxy runs only inside lab namespaces: the host's rules and
+	// sysctls must be the same after the run.
+	hostBefore, err := hostSnapshot()
+	if err != nil {
+		return fmt.Errorf("reading the host namespace's rules: %w", err)
+	}
 
 	dir, err := os.MkdirTemp("", "socklb-bench-")
 	if err != nil {
@@ -209,29 +234,47 @@ func benchMain() error {
 	if err != nil {
 		return fmt.Errorf("objects: %w", err)
 	}
+	if external {
+		if err := objs.setupExternal(ctx); err != nil {
+			return fmt.Errorf("objects: %w", err)
+		}
+	}
 	if cfg.fill == "etcd" {
 		objs.etcd = cp.EtcdURL
 	}
 
 	if cfg.name == "" {
 		cfg.name = "n" + strings.ReplaceAll(sizes, ",", "-")
+		if external {
+			cfg.name = "external-" + cfg.name
+		}
 	}
 	if cfg.runDir, err = prepareRunDir(root, cfg.out, cfg.name); err != nil {
 		return err
 	}
-	res := &Results{Machine: machine(cfg, cp, root), SocklbMaps: []MapMem{}, Churn: []Churn{}, HookCost: []HookCost{}, Profiles: []Profile{}}
+	res := &Results{Scenario: cfg.scenario, Machine: machine(cfg, cp, root), Runs: []Run{}, SocklbMaps: []MapMem{}, Churn: []Churn{}, HookCost: []HookCost{}, Profiles: []Profile{}}
+	if external {
+		res.External = []ExternalRun{}
+	}
+	res.Machine["host_netns_before"] = hostBefore.String()
 	gave := gaveUp{}
 	for _, n := range cfg.sizes {
 		if err := objs.grow(ctx, n); err != nil {
 			return fmt.Errorf("creating %d Services: %w", n, err)
 		}
 		res.Machine["api_object_writes"] = strings.Join(objs.writeRates, ", ")
-		so, err := sizeRun(ctx, &cfg, cp, objs, n, dir, self, gave)
+		var so sizeOut
+		if external {
+			so, err = externalSizeRun(ctx, &cfg, cp, n, dir, self, gave)
+		} else {
+			so, err = sizeRun(ctx, &cfg, cp, objs, n, dir, self, gave)
+		}
 		if err != nil {
 			cfg.keep = true
-			return fmt.Errorf("N=%d: %w", n, err)
+			return errors.Join(fmt.Errorf("N=%d: %w", n, err), checkHost(hostBefore))
 		}
 		res.Runs = append(res.Runs, so.runs...)
+		res.External = append(res.External, so.ext...)
 		res.SocklbMaps = append(res.SocklbMaps, so.maps...)
 		res.Churn = append(res.Churn, so.churn...)
 		res.HookCost = append(res.HookCost, so.hooks...)
@@ -248,7 +291,26 @@ func benchMain() error {
 	if err := cp.Alive(); err != nil {
 		return err
 	}
-	return write(cfg.runDir, res)
+	// Every lab is gone by now (each size closes its own).
+	hostErr := checkHost(hostBefore)
+	res.Machine["host_netns_after"] = "unchanged"
+	if hostErr != nil {
+		res.Machine["host_netns_after"] = hostErr.Error()
+	}
+	return errors.Join(write(cfg.runDir, res), hostErr)
+}
+
+// checkHost compares the host namespace's rules and sysctls with before.
+func checkHost(before hostState) error {
+	after, err := hostSnapshot()
+	if err != nil {
+		return fmt.Errorf("reading the host namespace's rules after the run: %w", err)
+	}
+	if d := before.diff(after); len(d) > 0 {
+		return fmt.Errorf("the host namespace CHANGED during the run: %s", strings.Join(d, "; "))
+	}
+	logf("the host namespace's rules and sysctls are as before the run: %s", after)
+	return nil
 }
 
 // prepare builds the dataplane's lab, starts the dataplane alone and
@@ -690,6 +752,24 @@ func machine(cfg config, cp *cluster.ControlPlane, root string) map[string]any {
 		"endpoints_per_service": endpointsPerService,
 		"client_server_cpu":     cfg.cpu,
 		"fillers_written":       map[string]string{"etcd": "into etcd as the API server stores them (its ClusterIP allocator costs O(N) per Service create); target, probe, their changes and the churn through the API server", "api": "through the API server"}[cfg.fill],
+	}
+	m["scenario"] = cfg.scenario
+	if cfg.scenario == schema.ScenarioExternal {
+		for _, k := range []string{"prog_latency_changes", "change_interval_s", "churn_s", "fillers_written"} {
+			delete(m, k)
+		}
+		m["fillers_written"] = "into etcd as the API server stores them; the Nodes and the NodePort Services through the API server"
+		if cfg.fill == "api" {
+			m["fillers_written"] = "through the API server"
+		}
+		m["lab"] = "per dataplane: 2 node namespaces on an underlay bridge (no uplink), 1 pod each, an outside machine; the dataplane runs on both nodes"
+		var cases []string
+		for _, c := range extCases {
+			cases = append(cases, fmt.Sprintf("%s: Service %s (NodePort, externalTrafficPolicy Cluster) %d/TCP %d/UDP on node 1 (%s) -> pod %s %s on node %d",
+				c.name, c.svc, c.tcpNP, c.udpNP, extNode1IP, c.pod, c.podIP, c.node))
+		}
+		m["external_cases"] = strings.Join(cases, "; ")
+		m["client"] = fmt.Sprintf("the lab's outside machine (%s), no socklb hook; direct: routes to each pod CIDR via the pod's node", lab.OutsideIPv4)
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m["kernel"] = strings.TrimSpace(string(b))

@@ -49,6 +49,7 @@ type objects struct {
 	probe     *discoveryv1.EndpointSlice // last written
 	probeOn   string                     // "a" or "b"
 	fillers   int
+	others    int    // Services besides the fillers: target, probe (and the external scenario's)
 	etcd      string // etcd's client URL: fillers are written there (etcdfill.go); "": through the API server
 	churned   int    // endpoint changes made by churnOne so far
 	// writeRates are the API writes per second of each grow, kept in the
@@ -87,7 +88,7 @@ func setupObjects(ctx context.Context, c kubernetes.Interface) (*objects, error)
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	o := &objects{c: c}
+	o := &objects{c: c, others: 2}
 	tgt, err := c.CoreV1().Services(benchNS).Create(ctx, service("target",
 		corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP},
 		corev1.ServicePort{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(udpPort), Protocol: corev1.ProtocolUDP},
@@ -123,9 +124,10 @@ func fillerIP(i, j int) string {
 }
 
 // grow creates filler Services (and their slices) until there are total
-// Services in the namespace, counting target and probe.
+// Services in the namespace, counting the others (target, probe, and the
+// external scenario's NodePort Services).
 func (o *objects) grow(ctx context.Context, total int) error {
-	want := total - 2
+	want := total - o.others
 	if want <= o.fillers {
 		return nil
 	}
@@ -137,8 +139,8 @@ func (o *objects) grow(ctx context.Context, total int) error {
 		o.fillers = want
 		el := time.Since(start)
 		o.writeRates = append(o.writeRates, fmt.Sprintf("N=%d: %.0f/s into etcd", total, float64(3*(want-from))/el.Seconds()))
-		logf("API objects: %d Services with %d endpoints each (+ target, probe), %d written into etcd and listed by the API server in %s",
-			want, endpointsPerService, want-from, el.Round(time.Millisecond))
+		logf("API objects: %d Services with %d endpoints each (+ %d others: target, probe ...), %d written into etcd and listed by the API server in %s",
+			want, endpointsPerService, o.others, want-from, el.Round(time.Millisecond))
 		return nil
 	}
 	err := inParallel(ctx, 16, from, want, 1, func(i, _ int) error {
@@ -173,8 +175,8 @@ func (o *objects) grow(ctx context.Context, total int) error {
 	// each filler is a Service and its EndpointSlice, two writes.
 	el := time.Since(start)
 	o.writeRates = append(o.writeRates, fmt.Sprintf("N=%d: %.0f/s", total, float64(2*(want-from))/el.Seconds()))
-	logf("API objects: %d Services with %d endpoints each (+ target, probe), %d written in %s (%.0f objects/s)",
-		want, endpointsPerService, want-from, el.Round(time.Millisecond), float64(2*(want-from))/el.Seconds())
+	logf("API objects: %d Services with %d endpoints each (+ %d others: target, probe ...), %d written in %s (%.0f objects/s)",
+		want, endpointsPerService, o.others, want-from, el.Round(time.Millisecond), float64(2*(want-from))/el.Seconds())
 	return nil
 }
 
