@@ -96,7 +96,7 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.BoolVar(&c.PerServiceMetrics, "per-service-metrics", c.PerServiceMetrics, "export socklb_service_connections_total and socklb_service_datagrams_total: two series per Service port (300k per node at 100k Services), so off by default")
 
 	fs = fss.FlagSet("Security")
-	fs.StringSliceVar(&c.ExternalIPCIDRs, "external-ip-cidrs", c.ExternalIPCIDRs, "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node; "+
+	fs.StringSliceVar(&c.ExternalIPCIDRs, "external-ip-cidrs", c.ExternalIPCIDRs, "comma-separated CIDRs: Services' spec.externalIPs inside them are captured even when they are not an address of this node or another Node; "+
 		"by default only this node's own addresses are (CVE-2020-8554: anyone who may create a Service could otherwise redirect the node's connections to any address)")
 	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve Go's /debug/pprof/ on --metrics-bind-address (kube-proxy's flag); refused on a non-loopback address unless --profiling-allow-remote")
 	fs.BoolVar(&c.ProfilingAllowRemote, "profiling-allow-remote", c.ProfilingAllowRemote, "allow --profiling on a --metrics-bind-address other hosts can reach: pprof has no authentication, and anyone reaching it can read the agent's memory profile and stall it with CPU profiles and traces")

@@ -137,7 +137,7 @@ func newMetrics(pending func() changeCount) *Metrics {
 		}, []string{"kind"}),
 		refusedExternalIPs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_refused_external_ips",
-			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
+			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node or another Node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
 		}),
 		pinsRepairedTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_pins_repaired_total",

@@ -27,7 +27,8 @@ type Input struct {
 	NodePortAddresses []netip.Prefix
 	// ExternalIPCIDRs is the operator's --external-ip-cidrs allowlist: an
 	// externalIP is captured when it is an address of this node (as
-	// Cilium's socket LB does) or falls inside one of these prefixes.
+	// Cilium's socket LB does) or of another Node in Nodes, or falls
+	// inside one of these prefixes.
 	// Anything else is refused, because whoever may create a Service could
 	// otherwise redirect every connection of the node to any address
 	// (CVE-2020-8554).

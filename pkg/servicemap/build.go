@@ -27,6 +27,7 @@ func Build(in model.Input) (State, []model.Problem) {
 	}
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
+	b.peerAddrs = peerAddresses(in)
 	b.extCIDRs = in.ExternalIPCIDRs
 	b.primary = primaryAddrs(in.ThisNode())
 	bySvc := b.indexSlices(in.Slices)
@@ -66,6 +67,7 @@ type builder struct {
 	node      nodeInfo
 	nodeAddrs []netip.Addr // where NodePorts are served, sorted
 	ownAddrs  []netip.Addr // this node's addresses, unfiltered, sorted: externalIPs it may capture
+	peerAddrs []netip.Addr // the other Nodes' addresses, sorted: externalIPs it may capture too
 	extCIDRs  []netip.Prefix
 	primary   []netip.Addr // this node's primary addresses (allowFromNode)
 	problems  []model.Problem

@@ -28,7 +28,7 @@ func (b *builder) externalIPs(nn types.NamespacedName, spec *corev1.ServiceSpec,
 			continue
 		}
 		if !b.externalIPAllowed(a) {
-			b.problem(model.KindService, nn, "%s %q %s: it is not an address of this node and not inside --external-ip-cidrs; "+
+			b.problem(model.KindService, nn, "%s %q %s: it is not an address of this node or of another Node and not inside --external-ip-cidrs; "+
 				"connections to it are left alone (CVE-2020-8554: any Service author could otherwise capture every connection of the node to that address). "+
 				"If this node must capture it, add it to --external-ip-cidrs", field, s, RefusedExternalIP)
 			continue
@@ -102,14 +102,44 @@ const RefusedExternalIP = "is refused"
 
 // externalIPAllowed is Cilium's rule for externalIPs at the socket layer
 // (an externalIP is translated only when it is an address of the node),
-// widened by the operator's allowlist. LoadBalancer ingress IPs are not
+// widened to the other Nodes' addresses and the operator's allowlist.
+// Another node's address is no wider an opening than this node's own: that
+// node captures the externalIP for every packet that reaches it (its
+// per-packet path), so translating it here only saves the hop, as
+// kube-proxy's OUTPUT chain would. LoadBalancer ingress IPs are not
 // checked: only a controller with access to the status subresource writes
 // them.
 func (b *builder) externalIPAllowed(a netip.Addr) bool {
-	if _, ok := slices.BinarySearchFunc(b.ownAddrs, a, netip.Addr.Compare); ok {
-		return true
+	for _, addrs := range [][]netip.Addr{b.ownAddrs, b.peerAddrs} {
+		if _, ok := slices.BinarySearchFunc(addrs, a, netip.Addr.Compare); ok {
+			return true
+		}
 	}
 	return slices.ContainsFunc(b.extCIDRs, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// peerAddresses is every InternalIP and ExternalIP of the Nodes other than
+// this one, sorted and free of duplicates; loopback and addresses no socket
+// dials as a node's are left out, so a Node object cannot make the node's
+// own 127.0.0.1 capturable.
+func peerAddresses(in model.Input) []netip.Addr {
+	this := in.ThisNode()
+	var out []netip.Addr
+	for _, node := range in.Nodes {
+		if node == nil || node == this || this != nil && node.Name == this.Name {
+			continue
+		}
+		for _, na := range node.Status.Addresses {
+			if na.Type != corev1.NodeInternalIP && na.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if a, err := netip.ParseAddr(na.Address); err == nil && usableNodeAddr(a.Unmap()) && !a.Unmap().IsLoopback() {
+				out = append(out, a.Unmap())
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // ownAddresses is every address of this node: its interfaces and its Node

@@ -7,15 +7,17 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// TestExternalIPsOnlyOfThisNode: CVE-2020-8554. By default an externalIP
+// TestExternalIPsOnlyOfNodes: CVE-2020-8554. By default an externalIP
 // is captured only when it is an address of this node (an interface, or
-// the Node object's InternalIP/ExternalIP), as Cilium's socket LB does;
-// --external-ip-cidrs widens that. LoadBalancer ingress IPs are not checked.
-func TestExternalIPsOnlyOfThisNode(t *testing.T) {
+// the Node object's InternalIP/ExternalIP), as Cilium's socket LB does, or
+// another Node's InternalIP/ExternalIP (that node captures it anyway, for
+// every packet that reaches it); --external-ip-cidrs widens that.
+// LoadBalancer ingress IPs are not checked.
+func TestExternalIPsOnlyOfNodes(t *testing.T) {
 	one := []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, ready("10.0.0.1"))}
 	me := []*corev1.Node{node("node-a", "zone-a", "InternalIP=192.0.2.20", "ExternalIP=198.51.100.20")}
 	refused := func(i int, a string) string {
-		return `spec.externalIPs[` + string(rune('0'+i)) + `] "` + a + `" is refused: it is not an address of this node and not inside --external-ip-cidrs`
+		return `spec.externalIPs[` + string(rune('0'+i)) + `] "` + a + `" is refused: it is not an address of this node or of another Node and not inside --external-ip-cidrs`
 	}
 	runBuildCases(t, []buildCase{
 		{
@@ -45,13 +47,17 @@ func TestExternalIPsOnlyOfThisNode(t *testing.T) {
 			problems: []string{refused(2, "192.0.2.21")},
 		},
 		{
-			name:     "another node's address is not this node's",
-			services: []*corev1.Service{withExternalIPs(web(), "192.0.2.20")},
-			nodes:    me,
+			name:     "another Node's address is captured at connect, without the hop through that node",
+			services: []*corev1.Service{withExternalIPs(web(), "192.0.2.20", "198.51.100.20", "192.0.2.30")},
+			nodes:    append(me, node("node-b", "zone-a", "InternalIP=192.0.2.40")),
 			nodeName: "node-b",
 			extCIDRs: []string{},
-			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},
-			problems: []string{refused(0, "192.0.2.20")},
+			want: []string{
+				"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+				"192.0.2.20:80/TCP ExternalIP default/web:http -> []",
+				"198.51.100.20:80/TCP ExternalIP default/web:http -> []",
+			},
+			problems: []string{refused(2, "192.0.2.30")},
 		},
 		{
 			name:     "--nodeport-addresses does not restrict externalIPs",

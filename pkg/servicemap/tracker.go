@@ -103,6 +103,7 @@ func newTrackBuilder(in model.Input) trackBuilder {
 	b := &builder{node: nodeFromInput(in)}
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
+	b.peerAddrs = peerAddresses(in)
 	b.extCIDRs = in.ExternalIPCIDRs
 	b.primary = primaryAddrs(in.ThisNode())
 	tb := trackBuilder{builder: b, hcFilter: healthCheckFilter(in), localAddrs: in.LocalAddresses}
@@ -111,7 +112,7 @@ func newTrackBuilder(in model.Input) trackBuilder {
 	// NodePorts, externalIPs or health checks read them: they are kept
 	// apart so such a change recomputes those Services, not every one.
 	tb.coreFP = fmt.Sprint(b.node, b.extCIDRs)
-	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.primary, tb.hcFilter, tb.localAddrs)
+	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.peerAddrs, b.primary, tb.hcFilter, tb.localAddrs)
 	return tb
 }
 

@@ -2,6 +2,7 @@ package servicemap
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
@@ -282,6 +283,31 @@ func TestTrackerSourceRangesFollowThePrimaryAddress(t *testing.T) {
 		want, _ := Build(in)
 		if !statesEqual(want, tr.State()) {
 			t.Fatalf("%v: state differs from Build:\nwant %q\ngot  %q", addrs, render(want), render(tr.State()))
+		}
+	}
+}
+
+// TestTrackerExternalIPsFollowOtherNodes: an externalIP that is another
+// Node's address is captured while that Node holds it, so a change of
+// other Nodes alone (no Service event) adds and removes the frontend.
+func TestTrackerExternalIPsFollowOtherNodes(t *testing.T) {
+	s := withExternalIPs(svc("default/web", "10.96.0.10", sport("http", tcp, 80)), "192.0.2.7")
+	me := node("node-a", "zone-a", "InternalIP=192.0.2.5")
+	in := model.Input{Services: []*corev1.Service{s}, NodeName: "node-a", Nodes: []*corev1.Node{me}, ExternalIPCIDRs: []netip.Prefix{}}
+	var tr Tracker
+	tr.Full(in)
+	for _, peer := range []string{"InternalIP=192.0.2.7", "InternalIP=192.0.2.8", "ExternalIP=192.0.2.7"} {
+		in.Nodes = []*corev1.Node{me, node("node-b", "zone-a", peer)}
+		if _, _, ok := tr.Update(in, nil); !ok {
+			t.Fatalf("%s: Update refused a change of another Node", peer)
+		}
+		want, _ := Build(in)
+		if !statesEqual(want, tr.State()) {
+			t.Fatalf("%s: state differs from Build:\nwant %q\ngot  %q", peer, render(want), render(tr.State()))
+		}
+		_, captured := tr.State()[FrontendKey{Addr: netip.MustParseAddr("192.0.2.7"), Port: 80, Proto: TCP}]
+		if captured != (peer != "InternalIP=192.0.2.8") {
+			t.Errorf("%s: externalIP 192.0.2.7 captured = %v", peer, captured)
 		}
 	}
 }

@@ -30,8 +30,9 @@ type Tracked interface {
 	// the caches hold them now. A name with an empty Name is the
 	// namespace's slices that lack the label.
 	ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjects
-	// NodeInput is Snapshot without Services and Slices and without the
-	// other Nodes: the node facts every Service reads.
+	// NodeInput is Snapshot without Services and Slices: the node facts
+	// (this Node, and the other Nodes, whose addresses are externalIPs
+	// this node may capture).
 	NodeInput() model.Input
 	// Nodes is every Node the source holds, this node's included: what
 	// servicemap.RemoteNodeAddresses reads. Read it when Changes.RemoteNodes
@@ -50,8 +51,9 @@ type Changes struct {
 	// reads of it: the node facts every Service reads, so a full rebuild.
 	Node bool
 	// RemoteNodes is true when another Node was added or removed, or its
-	// addresses changed: only where other nodes serve NodePorts
-	// (servicemap.RemoteNodeAddresses) needs computing again, no Service.
+	// addresses changed: where other nodes serve NodePorts
+	// (servicemap.RemoteNodeAddresses) needs computing again, and the
+	// Services with externalIPs (the node facts in NodeInput differ).
 	RemoteNodes bool
 	// ServiceObjects and SliceObjects count the objects changed, as
 	// kube-proxy's *_changes_total count them.

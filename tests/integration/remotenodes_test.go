@@ -48,3 +48,54 @@ func TestOtherNodesNodePortTranslatedAtConnect(t *testing.T) {
 	waitTranslated("192.168.50.13:30080")
 	untouched("192.168.50.11:30080")
 }
+
+// TestOtherNodesExternalIPTranslatedAtConnect: an externalIP that is
+// another Node's address is translated at connect() on this node, as
+// kube-proxy's OUTPUT chain does, instead of crossing to that node (which
+// would capture it anyway). It follows the Node: when the address leaves
+// it, connects to it are left alone again.
+func TestOtherNodesExternalIPTranslatedAtConnect(t *testing.T) {
+	const peer, moved, stranger = "192.168.50.11", "192.168.50.13", "192.168.50.12"
+	e := startWith(t, threePods, map[string]string{
+		"node-a.yaml": nodeYAML("node-a", "192.168.50.10", "zone-a"),
+		"node-b.yaml": nodeYAML("node-b", peer, "zone-a"),
+		"svc.yaml": svcSpec{name: "ext", clusterIPs: []string{vip},
+			externalIPs: []string{peer, moved, stranger}}.yaml(allReady("node-a")...),
+	})
+	e.waitInspect(10*time.Second, peer+":80/TCP", "10.244.1.13:8080")
+	answers := func(addr string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res := tcpN(t, e, e.client(), addr, 20)
+			if res.OK == 20 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: replies %v errors %v, want 20 answers\nagent log:\n%s", addr, res.Replies, res.Errors, e.agentLog())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	untouched := func(addr string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res := tcpN(t, e, e.client(), addr, 3)
+			if res.Errors["ENETUNREACH"] == 3 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: replies %v errors %v, want it left alone (ENETUNREACH: no route from the client)", addr, res.Replies, res.Errors)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	answers(peer + ":80")
+	untouched(stranger + ":80") // no Node has it: CVE-2020-8554
+	untouched(moved + ":80")
+
+	e.writeManifest("node-b.yaml", nodeYAML("node-b", moved, "zone-a"))
+	answers(moved + ":80")
+	untouched(peer + ":80")
+}

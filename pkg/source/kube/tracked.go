@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,11 +49,8 @@ func (s *Source) ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjec
 	return out
 }
 
-// NodeInput is the node facts alone.
+// NodeInput is the node facts alone: every Node, trimmed to what socklb
+// reads, this node's first.
 func (s *Source) NodeInput() model.Input {
-	in := model.Input{NodeName: s.nodeName}
-	if n, err := s.nodes.Get(s.nodeName); err == nil {
-		in.Nodes = []*corev1.Node{n}
-	}
-	return in
+	return model.Input{NodeName: s.nodeName, Nodes: s.Nodes()}
 }
