@@ -327,3 +327,49 @@ func TestOwnNodePortTerminatingLocalEndpoint(t *testing.T) {
 		t.Errorf("the outside -> node 1's NodePort: %v, errors %v; want 5 by n1-p1", res.Replies, res.Errors)
 	}
 }
+
+// TestClusterIPFromOutsideNotServed: a deliberate difference. A router
+// that sends the Service CIDR to a node gets its packets DNATed by
+// kube-proxy; socklb's per-packet path leaves a ClusterIP alone, as
+// Cilium does by default (bpf-lb-external-clusterip off), so the outside
+// client gets no answer while the same Service's NodePort answers it.
+func TestClusterIPFromOutsideNotServed(t *testing.T) {
+	e := newXEnv(t, map[string]string{
+		"web.yaml": svcSpec{name: "web", typ: "NodePort", clusterIPs: []string{"10.96.0.90"}, nodePort: 30160}.yaml(readyEP("10.244.1.11", "n1")),
+	})
+	if err := e.m.RouteVia(netip.MustParsePrefix("10.96.0.90/32"), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitInspect(n1IP+":30160/TCP", "10.96.0.90:80/TCP")
+	if res := e.outside("tcp", n1IP+":30160", 5); res.OK != 5 {
+		t.Fatalf("the NodePort from outside: %d of 5 answered (errors %v); the lab does not serve it", res.OK, res.Errors)
+	}
+	if res := e.outside("tcp", "10.96.0.90:80", 3, "--timeout", "500ms"); res.OK != 0 {
+		t.Errorf("the ClusterIP from outside: %d of 3 answered by %v; want none (not served from outside)", res.OK, res.Replies)
+	}
+}
+
+// TestSourceRangesNotCheckedForSockets: a deliberate difference. A
+// socket on the node (here a pod of node 1) reaches a LoadBalancer IP
+// whose loadBalancerSourceRanges leave the pod out; kube-proxy's KUBE-FW
+// would drop it. The socket hook runs before the kernel picks the source
+// address, as for Cilium, whose socket LB ignores the ranges too. The
+// same ranges still drop the outside client.
+func TestSourceRangesNotCheckedForSockets(t *testing.T) {
+	lb := svcSpec{name: "fw", typ: "LoadBalancer", clusterIPs: []string{"10.96.0.81"}, nodePort: 30151, lbIngress: []string{"203.0.113.21"}, srcRanges: []string{"192.0.2.0/24"}}
+	e := newXEnv(t, map[string]string{"fw.yaml": lb.yaml(readyEP("10.244.2.11", "n2"))})
+	if err := e.m.RouteVia(netip.MustParsePrefix("203.0.113.21/32"), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitInspect("203.0.113.21:80/TCP")
+	if res := e.outside("tcp", "203.0.113.21:80", 2, "--timeout", "500ms"); res.OK != 0 {
+		t.Fatalf("the outside client, not in the ranges: %d of 2 answered; want it dropped", res.OK)
+	}
+	res, err := e.m.Pod("n1-p1").Client().TCP(e.ctx(), e.cg, "203.0.113.21:80", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 5 {
+		t.Errorf("pod n1-p1 (10.244.1.11, not in the ranges) -> 203.0.113.21:80: %d of 5 answered (errors %v); socklb does not check sockets on the node", res.OK, res.Errors)
+	}
+}
