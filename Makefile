@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build image generate check-generated test unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
+.PHONY: all build image generate check-generated test osdeps-test osdeps-demo unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
 
 all: build
 
@@ -40,7 +40,7 @@ vet:
 # Every layer: unit tests, BPF_PROG_TEST_RUN tests, netns integration tests,
 # and e2e against a real control plane (run once, by the e2e target).
 # As non-root the kernel-facing tests skip and say why; CI runs as root.
-test: vet fuzz e2e bench-ci
+test: osdeps-test vet fuzz e2e bench-ci
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v /tests/e2e)
 
 # etcd, kube-apiserver, kube-controller-manager, kubectl and kube-proxy (for
@@ -61,6 +61,15 @@ E2E_TIMEOUT ?= 30m
 e2e: e2e-tools helm-tool
 	$(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) ./tests/e2e/...
 
+# The OS commands each target runs, before any long step: installed with
+# apt-get as root on Debian, else named at once. make test also refuses a
+# tracked file over 1 MB that is not listed test data.
+osdeps-test:
+	sh tests/tools/osdeps.sh test
+	sh tests/tools/bigfiles.sh
+osdeps-demo:
+	sh tests/tools/osdeps.sh demo
+
 unit:
 	$(GO) test -count=1 ./pkg/servicemap/... ./pkg/source/... ./pkg/agent/...
 
@@ -71,7 +80,7 @@ fuzz:
 
 # socklb's main job on its embedded default, no cluster needed: a lab of pod
 # namespaces, the agent on examples/, a client, `socklb inspect`, cleanup.
-demo: build
+demo: osdeps-demo build
 	$(GO) run ./tests/demo --socklb $(BIN) --manifests examples
 
 clean:
