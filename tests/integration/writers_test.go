@@ -102,9 +102,24 @@ func TestCleanupRefusesWhileAgentRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cleanup --force: %v %s", err, out)
 	}
+	if !strings.Contains(string(out), "removed socklb's links and maps") {
+		t.Errorf("cleanup --force does not say it removed the links and maps: %s", out)
+	}
 	waitServing(t, e, "after cleanup --force")
 	if _, err := os.Stat(e.mapPin("services")); err != nil {
 		t.Errorf("services map not pinned again: %v", err)
+	}
+	// Serving again proves nothing if --force removed nothing: the agent
+	// must have found its pins gone and put them back.
+	deadline := time.Now().Add(5 * time.Second)
+	for log := e.agentLog(); !strings.Contains(log, "re-created them"); log = e.agentLog() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent logged no repair within 5 s of cleanup --force:\n%s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m := e.scrape(); strings.Contains(m, "socklb_pins_repaired_total 0\n") || !strings.Contains(m, "socklb_pins_repaired_total ") {
+		t.Errorf("socklb_pins_repaired_total after cleanup --force:\n%s", testkit.GrepLines(m, "socklb_pins_repaired"))
 	}
 }
 
