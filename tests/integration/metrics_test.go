@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,8 +10,10 @@ import (
 	"github.com/socklb/socklb/internal/testkit"
 )
 
-// TestMetricsCardinality: by default /metrics has no per-Service series,
-// and has the map pressure, build info, Go and process families. With
+// TestMetricsCardinality: by default /metrics has no per-Service series:
+// the agent exports the same series (names and labels) with 2 Services as
+// with 1 002, and has the map pressure, build info, Go and process
+// families. With
 // --per-service-metrics the counters are read from the maps the agent
 // holds: they keep coming when the stats map's pin is gone, so no scrape
 // re-opens a pin.
@@ -24,6 +27,28 @@ func TestMetricsCardinality(t *testing.T) {
 		for _, want := range []string{`socklb_bpf_map_pressure{map="services"} `, `socklb_bpf_map_pressure{map="affinity"} `, "socklb_build_info{", "go_goroutines ", "process_resident_memory_bytes "} {
 			if !strings.Contains(m, want) {
 				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		var many strings.Builder
+		for i := range 1000 {
+			fmt.Fprintf(&many, "%s\n---\n", serviceYAML(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.%d.%d", 10+i/250, 1+i%250), ready("10.244.1.11", "10.244.1.12")...))
+		}
+		e.writeManifest("many.yaml", many.String())
+		e.waitInspect(30*time.Second, "10.96.10.1:80/TCP", "10.96.13.250:80/TCP")
+		for _, addr := range []string{vip + ":80", "10.96.10.1:80", "10.96.13.250:80"} {
+			if res := tcpN(t, e, e.client(), addr, 3); res.OK != 3 {
+				t.Fatalf("%s: %v %v", addr, res.Replies, res.Errors)
+			}
+		}
+		before, after := seriesOf(m), seriesOf(e.scrape())
+		for s := range after {
+			if !before[s] {
+				t.Errorf("a series appeared with 1 000 more Services: %s", s)
+			}
+		}
+		for s := range before {
+			if !after[s] {
+				t.Errorf("a series went away with 1 000 more Services: %s", s)
 			}
 		}
 	})
@@ -47,4 +72,19 @@ func TestMetricsCardinality(t *testing.T) {
 			t.Errorf("stats read errors:\n%s", testkit.GrepLines(m, "socklb_service_stats_errors"))
 		}
 	})
+}
+
+// seriesOf is the set of series (name and labels, not values) of an
+// exposition.
+func seriesOf(m string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range strings.Split(m, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			out[line[:i]] = true
+		}
+	}
+	return out
 }
