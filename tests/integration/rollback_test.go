@@ -128,7 +128,7 @@ func TestRollbackToUnversionedAgent(t *testing.T) {
 	// Upgrading again removes what the rollback left: the next current
 	// agent migrates the old agent's maps and unpins the stale directory,
 	// with no failed connect.
-	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{"upgrade after the rollback", socklbBin, nil}})
+	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{name: "upgrade after the rollback", bin: socklbBin}})
 }
 
 // pinnedLinkIDs maps each pinned link's name to its kernel link id.

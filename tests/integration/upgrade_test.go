@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,13 +135,16 @@ func TestUpgradeFromUnversionedPins(t *testing.T) {
 		}
 		progs[li.ProgID] = true
 	}
-	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{"from unversioned pins", socklbBin, nil}})
+	upgradeFromUnderLoad(t, e, served{gen: legacy, progs: progs}, []upgradeStep{{name: "from unversioned pins", bin: socklbBin}})
 }
 
 type upgradeStep struct {
 	name string
 	bin  string
 	args []string
+	// carries: the step moves sk_state into a new map; its agent must
+	// log carrying at least this many sockets.
+	carries int
 }
 
 // TestUpgradeSizesUnderLoad: restarting the agent with larger --max-*
@@ -154,13 +158,14 @@ func TestUpgradeSizesUnderLoad(t *testing.T) {
 	udp := make(chan runOut, 1)
 	go func() {
 		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
-			"--count", "100", "--interval", "100ms", "--seq")
+			"--count", udpSends, "--interval", "100ms", "--seq")
 		udp <- runOut{r, err}
 	}()
 	upgradeUnderLoad(t, e, []upgradeStep{
-		{"larger maps", socklbBin, []string{"--max-services", "4096", "--max-backends", "8192", "--max-affinity", "4096"}},
-		{"rollback to the default sizes", socklbBin, nil},
+		{name: "larger maps", bin: socklbBin, args: []string{"--max-services", "4096", "--max-backends", "8192", "--max-affinity", "4096"}},
+		{name: "rollback to the default sizes", bin: socklbBin},
 	})
+	outlived(t, udp)
 	o := <-udp
 	if o.err != nil {
 		t.Fatal(o.err)
@@ -189,22 +194,23 @@ func TestUpgradeLayoutUnderLoad(t *testing.T) {
 	conn := make(chan runOut, 1)
 	go func() {
 		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
-			"--count", "100", "--interval", "100ms", "--seq")
+			"--count", udpSends, "--interval", "100ms", "--seq")
 		conn <- runOut{r, err}
 	}()
 	unconn := make(chan runOut, 1)
 	go func() {
 		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
-			"--count", "100", "--interval", "100ms", "--seq")
+			"--count", udpSends, "--interval", "100ms", "--seq")
 		unconn <- runOut{r, err}
 	}()
+	// Both UDP sockets are held across both steps: each step's agent
+	// carries at least their two sk_state entries.
 	upgradeUnderLoad(t, e, []upgradeStep{
-		{"changed layout", changed, nil},
-		{"rollback to the first layout", socklbBin, nil},
+		{name: "changed layout", bin: changed, carries: 2},
+		{name: "rollback to the first layout", bin: socklbBin, carries: 2},
 	})
-	if !strings.Contains(e.agentLog(), "carried sk_state of") {
-		t.Errorf("the agent did not log carrying sk_state:\n%s", e.agentLog())
-	}
+	outlived(t, conn)
+	outlived(t, unconn)
 	c, u := <-conn, <-unconn
 	if c.err != nil || u.err != nil {
 		t.Fatal(c.err, u.err)
@@ -252,6 +258,15 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 		if !strings.Contains(e.agentLog(), "moving to new ones without detaching the hooks") {
 			t.Errorf("%s: the agent did not log its migration:\n%s", s.name, e.agentLog())
 		}
+		if s.carries > 0 {
+			n := -1
+			if m := carriedRE.FindStringSubmatch(e.agentLog()); m != nil {
+				n, _ = strconv.Atoi(m[1])
+			}
+			if n < s.carries {
+				t.Errorf("%s: the agent logged carrying sk_state of %d sockets, want at least %d (-1: no such line):\n%s", s.name, n, s.carries, e.agentLog())
+			}
+		}
 		served := sum(e.lab.Counts("tcp")) - before
 		t.Logf("%s: generation %s -> %s, %d connects served meanwhile", s.name, filepath.Base(gen.gen), filepath.Base(next.gen), served)
 		if served == 0 {
@@ -280,6 +295,24 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 }
 
 var generationDir = regexp.MustCompile(`^v1-[0-9a-f]{12}$`)
+
+var carriedRE = regexp.MustCompile(`carried sk_state of ([0-9]+) sockets`)
+
+// udpSends at one per 100 ms outlast upgradeFromUnderLoad's 16 s loop,
+// so UDP sockets started with it are held across every step.
+const udpSends = "250"
+
+// outlived fails the test when a client started before the upgrades has
+// already ended: it did not cover them all.
+func outlived(t *testing.T, c chan runOut) {
+	t.Helper()
+	select {
+	case o := <-c:
+		c <- o
+		t.Fatalf("a UDP client ended before the upgrades did (%d replies): it did not cover every step", o.res.OK)
+	default:
+	}
+}
 
 // served is a generation of maps and the programs the links run on it.
 type served struct {
@@ -371,6 +404,23 @@ func servingGeneration(e *env, prev map[int]bool) (string, map[int]bool, string)
 		}
 		if !slices.ContainsFunc(pi.MapIDs, func(id int) bool { return genMaps[id] }) {
 			return "", nil, fmt.Sprintf("link %s runs program %d, which uses maps %v, none of them pinned in %s", l.Name(), li.ProgID, pi.MapIDs, gen)
+		}
+		// Every map of the program is the new generation's, or its own
+		// global data (.rodata, .bss, .data): one old map left would keep
+		// the old state in use.
+		for _, id := range pi.MapIDs {
+			if genMaps[id] {
+				continue
+			}
+			var mi struct {
+				Name string `json:"name"`
+			}
+			if err := bpftoolJSON(&mi, "map", "show", "id", fmt.Sprint(id)); err != nil {
+				return "", nil, err.Error()
+			}
+			if !strings.Contains(mi.Name, ".") {
+				return "", nil, fmt.Sprintf("link %s runs program %d, which uses map %d (%s), not pinned in %s", l.Name(), li.ProgID, id, mi.Name, gen)
+			}
 		}
 	}
 	return gen, progs, ""
