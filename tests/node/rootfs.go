@@ -16,7 +16,8 @@ import (
 var agnhostPackages = []string{"curl", "netcat-openbsd", "iproute2", "dnsutils", "bash", "socat", "util-linux", "procps", "conntrack", "iptables"}
 
 // AgnhostRootfs returns a Debian 12 root filesystem for the agnhost image,
-// made once with debootstrap from Debian's archive into cacheDir (the only
+// made once with debootstrap from the machine's own Debian mirror
+// (debianMirror) into cacheDir (the only
 // step of the run that downloads, so it runs before Enter, in the
 // machine's network namespace).
 func AgnhostRootfs(cacheDir string) (string, error) {
@@ -31,7 +32,7 @@ func AgnhostRootfs(cacheDir string) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+key, "bookworm", tmp, "http://deb.debian.org/debian")
+	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+key, "bookworm", tmp, debianMirror("/"))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		os.RemoveAll(tmp)
