@@ -17,9 +17,8 @@ var agnhostPackages = []string{"curl", "netcat-openbsd", "iproute2", "dnsutils",
 
 // AgnhostRootfs returns a Debian 12 root filesystem for the agnhost image,
 // made once with debootstrap from the machine's own Debian mirror
-// (debianMirror) into cacheDir (the only
-// step of the run that downloads, so it runs before Enter, in the
-// machine's network namespace).
+// (debianMirror) into cacheDir: the only step of the run that downloads,
+// so it runs before Enter, in the machine's network namespace.
 func AgnhostRootfs(cacheDir string) (string, error) {
 	key := strings.Join(agnhostPackages, ",")
 	dir := filepath.Join(cacheDir, "rootfs-agnhost")
