@@ -40,10 +40,10 @@ vet:
 # Every layer: unit tests, BPF_PROG_TEST_RUN tests, netns integration tests,
 # and e2e against a real control plane (run once, by the e2e target).
 # As non-root the kernel-facing tests skip and say why; CI runs as root.
+# tests/integration runs alone, after the other packages: its connect
+# loops and timing bounds get the machine to themselves.
 test: osdeps-test vet fuzz e2e bench-ci
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /tests/e2e -e /tests/integration)
-	# Alone: its connect loops and timing bounds get the machine to
-	# themselves, not a share of it beside other packages' tests.
 	$(GO) test -count=1 -timeout 20m ./tests/integration/
 
 # etcd, kube-apiserver, kube-controller-manager, kubectl and kube-proxy (for
