@@ -5,7 +5,7 @@ BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 10s
 
-.PHONY: all build image generate check-generated test osdeps-test osdeps-demo unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
+.PHONY: all build image generate check-generated test osdeps-test osdeps-demo mutants unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
 
 all: build
 
@@ -42,7 +42,7 @@ vet:
 # As non-root the kernel-facing tests skip and say why; CI runs as root.
 # tests/integration runs alone, after the other packages: its connect
 # loops and timing bounds get the machine to themselves.
-test: osdeps-test vet fuzz e2e bench-ci
+test: osdeps-test vet mutants fuzz e2e bench-ci
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /tests/e2e -e /tests/integration)
 	$(GO) test -count=1 -timeout 20m ./tests/integration/
 
@@ -72,6 +72,11 @@ osdeps-test:
 	sh tests/tools/bigfiles.sh
 osdeps-demo:
 	sh tests/tools/osdeps.sh demo
+
+# Named mutations of pkg/servicemap, each in a temporary copy: every one
+# must turn the package's tests red (tests/tools/mutants; under a minute).
+mutants:
+	$(GO) run ./tests/tools/mutants
 
 unit:
 	$(GO) test -count=1 ./pkg/servicemap/... ./pkg/source/... ./pkg/agent/...

@@ -1,0 +1,157 @@
+// Command mutants plants named mutations in pkg/servicemap, one at a time
+// in a temporary copy of the module, and checks that the package's tests
+// turn red for each: a rule no test guards shows up as a mutant that
+// survives. `make test` runs it.
+//
+// Each mutation names its file, the exact text to replace (which must
+// occur once, so an edit of the code that moves it fails here rather than
+// silently testing nothing) and its replacement.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+type mutation struct {
+	name, file, from, to string
+}
+
+// mutations are rules of servicemap that a wrong edit could break quietly.
+var mutations = []mutation{
+	{
+		name: "the Tracker forgets that externalIPs read node addresses",
+		file: "pkg/servicemap/tracker.go",
+		from: "if len(svc.Spec.ExternalIPs) > 0 || svc.Spec.HealthCheckNodePort != 0",
+		to:   "if svc.Spec.HealthCheckNodePort != 0",
+	},
+	{
+		name: "another Node's address is no longer a capturable externalIP",
+		file: "pkg/servicemap/external.go",
+		from: "range [][]netip.Addr{b.ownAddrs, b.peerAddrs}",
+		to:   "range [][]netip.Addr{b.ownAddrs}",
+	},
+	{
+		name: "the Tracker's node facts leave out the other Nodes' addresses",
+		file: "pkg/servicemap/tracker.go",
+		from: "fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.peerAddrs, b.primary,",
+		to:   "fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.primary,",
+	},
+	{
+		name: "no terminating fallback when nothing is ready (KEP-1669)",
+		file: "pkg/servicemap/topology.go",
+		from: "out = filterEndpoints(eps, func(e endpoint) bool { return e.serving && e.terminating })",
+		to:   "out = filterEndpoints(eps, func(e endpoint) bool { return false })",
+	},
+	{
+		name: "internalTrafficPolicy Local falls back to a remote terminating endpoint",
+		file: "pkg/servicemap/topology.go",
+		from: "out = filterEndpoints(eps, func(e endpoint) bool { return e.isLocal(node) && e.serving && e.terminating })",
+		to:   "out = filterEndpoints(eps, func(e endpoint) bool { return e.serving && e.terminating })",
+	},
+	{
+		name: "a family whose only source range is malformed is opened to every source",
+		file: "pkg/servicemap/sourceranges.go",
+		from: "out.closed4 = malformed && len(out.v4) == 0",
+		to:   "out.closed4 = false",
+	},
+}
+
+// copied is what pkg/servicemap's tests build from.
+var copied = []string{"go.mod", "go.sum", "pkg", "internal"}
+
+func main() {
+	repo := flag.String("repo", ".", "the module's root")
+	flag.Parse()
+	if err := run(*repo); err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(1)
+	}
+}
+
+func run(repo string) error {
+	tmp, err := os.MkdirTemp("", "socklb-mutants-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	for _, p := range copied {
+		if err := copyTree(filepath.Join(repo, p), filepath.Join(tmp, p)); err != nil {
+			return fmt.Errorf("copying %s: %w", p, err)
+		}
+	}
+	// The unmutated copy must pass, or every mutant would look killed.
+	if out, err := goTest(tmp); err != nil {
+		return fmt.Errorf("pkg/servicemap's tests fail without a mutation:\n%s", out)
+	}
+	var survived []string
+	for _, m := range mutations {
+		start := time.Now()
+		path := filepath.Join(tmp, m.file)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(orig, []byte(m.from)); n != 1 {
+			return fmt.Errorf("mutation %q: %s holds its text %d times, want once: update the mutation with the code", m.name, m.file, n)
+		}
+		if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
+			return err
+		}
+		out, testErr := goTest(tmp)
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			return err
+		}
+		var exit *exec.ExitError
+		switch {
+		case testErr == nil:
+			survived = append(survived, m.name)
+			fmt.Printf("SURVIVED %s (%s)\n", m.name, time.Since(start).Round(time.Second/10))
+		case errors.As(testErr, &exit) && !strings.Contains(out, "[build failed]") && !strings.Contains(out, "[setup failed]"):
+			fmt.Printf("killed   %s (%s)\n", m.name, time.Since(start).Round(time.Second/10))
+		default:
+			return fmt.Errorf("mutation %q does not build, so it tests nothing: %v\n%s", m.name, testErr, out)
+		}
+	}
+	if len(survived) > 0 {
+		return fmt.Errorf("%d of %d mutations survived pkg/servicemap's tests: %s", len(survived), len(mutations), strings.Join(survived, "; "))
+	}
+	fmt.Printf("all %d mutations killed\n", len(mutations))
+	return nil
+}
+
+func goTest(dir string) (string, error) {
+	cmd := exec.Command("go", "test", "-count=1", "./pkg/servicemap/")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+}
