@@ -20,33 +20,13 @@ func TestOtherNodesNodePortTranslatedAtConnect(t *testing.T) {
 		"svc.yaml":    svcSpec{name: "np", clusterIPs: []string{vip}, typ: "NodePort", nodePort: 30080}.yaml(allReady("node-a")...),
 	})
 	e.waitInspect(10*time.Second, "0.0.0.0:30080/TCP", "10.244.1.13:8080")
-	waitTranslated := func(addr string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			res := tcpN(t, e, e.client(), addr, 30)
-			if res.OK == 30 && len(res.Replies) >= 2 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: replies %v errors %v, want 30 answers spread over the pods\nagent log:\n%s", addr, res.Replies, res.Errors, e.agentLog())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	untouched := func(addr string) {
-		t.Helper()
-		if res := tcpN(t, e, e.client(), addr, 3); res.Errors["ENETUNREACH"] != 3 {
-			t.Errorf("%s: replies %v errors %v, want it left alone (ENETUNREACH: no route from the client)", addr, res.Replies, res.Errors)
-		}
-	}
-	waitTranslated("192.168.50.11:30080")
-	untouched("192.168.50.12:30080") // no Node has it
-	untouched("192.168.50.11:30081") // no nodePort there
+	waitTCPAnswered(t, e, "192.168.50.11:30080", 2)
+	waitUntranslated(t, e, "192.168.50.12:30080") // no Node has it
+	waitUntranslated(t, e, "192.168.50.11:30081") // no nodePort there
 
 	e.writeManifest("node-b.yaml", nodeYAML("node-b", "192.168.50.13", "zone-a"))
-	waitTranslated("192.168.50.13:30080")
-	untouched("192.168.50.11:30080")
+	waitTCPAnswered(t, e, "192.168.50.13:30080", 2)
+	waitUntranslated(t, e, "192.168.50.11:30080")
 }
 
 // TestOtherNodesExternalIPTranslatedAtConnect: an externalIP that is
@@ -63,39 +43,45 @@ func TestOtherNodesExternalIPTranslatedAtConnect(t *testing.T) {
 			externalIPs: []string{peer, moved, stranger}}.yaml(allReady("node-a")...),
 	})
 	e.waitInspect(10*time.Second, peer+":80/TCP", "10.244.1.13:8080")
-	answers := func(addr string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			res := tcpN(t, e, e.client(), addr, 20)
-			if res.OK == 20 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: replies %v errors %v, want 20 answers\nagent log:\n%s", addr, res.Replies, res.Errors, e.agentLog())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	untouched := func(addr string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			res := tcpN(t, e, e.client(), addr, 3)
-			if res.Errors["ENETUNREACH"] == 3 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: replies %v errors %v, want it left alone (ENETUNREACH: no route from the client)", addr, res.Replies, res.Errors)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	answers(peer + ":80")
-	untouched(stranger + ":80") // no Node has it: CVE-2020-8554
-	untouched(moved + ":80")
+	waitTCPAnswered(t, e, peer+":80", 1)
+	waitUntranslated(t, e, stranger+":80") // no Node has it: CVE-2020-8554
+	waitUntranslated(t, e, moved+":80")
 
 	e.writeManifest("node-b.yaml", nodeYAML("node-b", moved, "zone-a"))
-	answers(moved + ":80")
-	untouched(peer + ":80")
+	waitTCPAnswered(t, e, moved+":80", 1)
+	waitUntranslated(t, e, peer+":80")
+}
+
+// waitTCPAnswered waits up to 10 s until 30 connects from the lab's client to
+// addr are all answered, by at least pods different pods.
+func waitTCPAnswered(t *testing.T, e *env, addr string, pods int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := tcpN(t, e, e.client(), addr, 30)
+		if res.OK == 30 && len(res.Replies) >= pods {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: replies %v errors %v, want 30 answers from at least %d pods\nagent log:\n%s", addr, res.Replies, res.Errors, pods, e.agentLog())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitUntranslated waits up to 10 s until connects to addr are left alone:
+// ENETUNREACH, since the client's namespace has no route there.
+func waitUntranslated(t *testing.T, e *env, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := tcpN(t, e, e.client(), addr, 3)
+		if res.Errors["ENETUNREACH"] == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: replies %v errors %v, want it left alone (ENETUNREACH: no route from the client)", addr, res.Replies, res.Errors)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
