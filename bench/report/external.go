@@ -122,41 +122,11 @@ func extTable(w *strings.Builder, runs []ExternalRun, m extMetric) {
 	if len(cols) == 0 {
 		return
 	}
-	type ratio struct{ a, b string }
 	var ratios []ratio
-	for _, d := range cols {
-		if m.noRatios {
-			break
-		}
-		if d != "direct" && slices.Contains(cols, "direct") {
-			ratios = append(ratios, ratio{d, "direct"})
-		}
+	if !m.noRatios {
+		ratios = ratiosOf(cols)
 	}
-	for _, kp := range []string{"iptables", "nftables"} {
-		if !m.noRatios && slices.Contains(cols, "socklb") && slices.Contains(cols, kp) {
-			ratios = append(ratios, ratio{"socklb", kp})
-		}
-	}
-	better := "higher is better"
-	if !m.higherBetter {
-		better = "lower is better"
-	}
-	fmt.Fprintf(w, "### %s (%s; %s)\n\n", m.title, m.unit, better)
-	if m.note != "" {
-		fmt.Fprintf(w, "%s\n\n", m.note)
-	}
-	fmt.Fprintf(w, "| N | case |")
-	for _, c := range cols {
-		fmt.Fprintf(w, " %s |", c)
-	}
-	for _, r := range ratios {
-		fmt.Fprintf(w, " %s ÷ %s |", r.a, r.b)
-	}
-	fmt.Fprintf(w, "\n|---:|---|")
-	for range len(cols) + len(ratios) {
-		fmt.Fprintf(w, "---:|")
-	}
-	fmt.Fprintln(w)
+	figureHead(w, m.title, m.unit, m.higherBetter, m.note, "| N | case |", "|---:|---|", cols, ratios)
 	val := func(n int, c, d string) (float64, bool) {
 		r, ok := extFind(runs, n, c, d)
 		if !ok || m.get(r) == nil {

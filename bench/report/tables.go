@@ -83,21 +83,56 @@ func format(v float64) string {
 	}
 }
 
-// table writes one figure: a row per N, a column per dataplane, then the
-// ratios: every dataplane to direct, and socklb to each kube-proxy mode.
-func table(w *strings.Builder, runs []Run, sizes []int, dps []string, m metric) {
-	type ratio struct{ a, b string }
-	var ratios []ratio
+// ratio is a column of a figure's table: dataplane a's value over b's.
+type ratio struct{ a, b string }
+
+// ratiosOf is the ratio columns for dataplanes dps: every dataplane to
+// direct, and socklb to each kube-proxy mode.
+func ratiosOf(dps []string) []ratio {
+	var out []ratio
 	for _, d := range dps {
 		if d != "direct" && slices.Contains(dps, "direct") {
-			ratios = append(ratios, ratio{d, "direct"})
+			out = append(out, ratio{d, "direct"})
 		}
 	}
 	for _, kp := range []string{"iptables", "nftables"} {
 		if slices.Contains(dps, "socklb") && slices.Contains(dps, kp) {
-			ratios = append(ratios, ratio{"socklb", kp})
+			out = append(out, ratio{"socklb", kp})
 		}
 	}
+	return out
+}
+
+// figureHead writes a figure's heading and note, then its table's header:
+// the leading columns (lead, aligned by align), a column per dataplane in
+// cols and one per ratio.
+func figureHead(w *strings.Builder, title, unit string, higherBetter bool, note, lead, align string, cols []string, ratios []ratio) {
+	better := "higher is better"
+	if !higherBetter {
+		better = "lower is better"
+	}
+	fmt.Fprintf(w, "### %s (%s; %s)\n\n", title, unit, better)
+	if note != "" {
+		fmt.Fprintf(w, "%s\n\n", note)
+	}
+	w.WriteString(lead)
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	for _, r := range ratios {
+		fmt.Fprintf(w, " %s ÷ %s |", r.a, r.b)
+	}
+	fmt.Fprintf(w, "\n%s", align)
+	for range len(cols) + len(ratios) {
+		w.WriteString("---:|")
+	}
+	fmt.Fprintln(w)
+}
+
+// table writes one figure: a row per N, a column per dataplane, then the
+// ratios: every dataplane to direct, and socklb to each kube-proxy mode.
+func table(w *strings.Builder, runs []Run, sizes []int, dps []string, m metric) {
+	ratios := ratiosOf(dps)
 	// Drop columns with no figure at all (direct has no agent).
 	var cols []string
 	for _, d := range dps {
@@ -117,26 +152,7 @@ func table(w *strings.Builder, runs []Run, sizes []int, dps []string, m metric) 
 	if len(cols) == 0 {
 		return // a figure this run did not measure
 	}
-	better := "higher is better"
-	if !m.higherBetter {
-		better = "lower is better"
-	}
-	fmt.Fprintf(w, "### %s (%s; %s)\n\n", m.title, m.unit, better)
-	if m.note != "" {
-		fmt.Fprintf(w, "%s\n\n", m.note)
-	}
-	fmt.Fprintf(w, "| N |")
-	for _, c := range cols {
-		fmt.Fprintf(w, " %s |", c)
-	}
-	for _, r := range rcols {
-		fmt.Fprintf(w, " %s ÷ %s |", r.a, r.b)
-	}
-	fmt.Fprintf(w, "\n|---:|")
-	for range len(cols) + len(rcols) {
-		fmt.Fprintf(w, "---:|")
-	}
-	fmt.Fprintln(w)
+	figureHead(w, m.title, m.unit, m.higherBetter, m.note, "| N |", "|---:|", cols, rcols)
 	for _, n := range sizes {
 		fmt.Fprintf(w, "| %d |", n)
 		for _, c := range cols {
