@@ -13,9 +13,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,12 +87,15 @@ func fatal(err error) {
 	os.Exit(2)
 }
 
-// read parses every junit*.xml of dir, run.txt and e2e.log. Specs the
-// focus filtered out are dropped: they did not run under either proxy.
+// read parses every junit*.xml (or junit*.xml.gz, as promote.sh commits
+// them) of dir, run.txt and e2e.log. Specs the focus filtered out are
+// dropped: they did not run under either proxy.
 func read(dir string) (*run, error) {
 	files, _ := filepath.Glob(filepath.Join(dir, "junit*.xml"))
+	gz, _ := filepath.Glob(filepath.Join(dir, "junit*.xml.gz"))
+	files = append(files, gz...)
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no junit*.xml in %q", dir)
+		return nil, fmt.Errorf("no junit*.xml or junit*.xml.gz in %q", dir)
 	}
 	r := &run{dir: dir, results: map[string]result{}}
 	if b, err := os.ReadFile(filepath.Join(dir, "run.txt")); err == nil {
@@ -97,7 +103,7 @@ func read(dir string) (*run, error) {
 	}
 	r.pulls = pullFailures(filepath.Join(dir, "e2e.log"))
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := readMaybeGzip(f)
 		if err != nil {
 			return nil, err
 		}
@@ -387,4 +393,22 @@ func orDash(s string) string {
 		return "no location"
 	}
 	return s
+}
+
+// readMaybeGzip reads f, decompressing it when its name ends in .gz.
+func readMaybeGzip(f string) ([]byte, error) {
+	b, err := os.ReadFile(f)
+	if err != nil || !strings.HasSuffix(f, ".gz") {
+		return b, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f, err)
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f, err)
+	}
+	return out, nil
 }

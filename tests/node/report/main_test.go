@@ -1,6 +1,13 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
 
 // TestVerdict: the verdict follows from the two results alone; nothing a
 // control failure elsewhere, a skip or a missing run can turn into
@@ -41,5 +48,36 @@ func TestLocation(t *testing.T) {
 	body := "[FAILED] service is not reachable\nIn [It] at: k8s.io/kubernetes@v1.37.2/test/e2e/network/service.go:1234 @ 12/01/26 23:01:02.345\n"
 	if got := location(body); got != "test/e2e/network/service.go:1234" {
 		t.Errorf("location %q", got)
+	}
+}
+
+// TestReadGzippedJUnit: promote.sh commits the JUnit reports gzipped; the
+// report reads them to the same results as the plain XML.
+func TestReadGzippedJUnit(t *testing.T) {
+	const junit = `<testsuites><testsuite>` +
+		`<testcase name="[It] a passes" time="1.5"></testcase>` +
+		`<testcase name="[It] b fails" time="2"><failure message="boom">at test/e2e/network/service.go:42</failure></testcase>` +
+		`</testsuite></testsuites>`
+	plain, zipped := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(plain, "junit_01.xml"), []byte(junit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(junit))
+	zw.Close()
+	if err := os.WriteFile(filepath.Join(zipped, "junit_01.xml.gz"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := read(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := read(zipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.results) != 2 || !reflect.DeepEqual(a.results, b.results) {
+		t.Errorf("plain %v, gzipped %v: want the same 2 results", a.results, b.results)
 	}
 }
