@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 )
@@ -18,12 +19,7 @@ import (
 // 127.0.0.1 (kube-proxy listens on the interface addresses inside the
 // filter), so nothing is exposed beyond this machine.
 func TestHealthCheckNodePort(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePortBelowEphemeral(t)
 	lb := svcSpec{name: "lb", clusterIPs: []string{vip}, typ: "LoadBalancer", nodePort: 30080, etp: "Local", hcNodePort: port}
 	e := startWith(t, threePods, map[string]string{
 		"lb.yaml": lb.yaml(readyEP("10.244.1.11", "node-a"), readyEP("10.244.1.12", "node-a"), readyEP("10.244.1.13", "node-b")),
@@ -78,4 +74,23 @@ func httpGet(url string) (int, string, http.Header, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header, err
+}
+
+// freePortBelowEphemeral returns a free 127.0.0.1 TCP port under the
+// kernel's ephemeral range (32768 and up by default). A port taken with
+// :0 and closed again is ephemeral: the agent's own listeners on :0 (its
+// /healthz, its metrics) may be given the same number before the test's
+// Service claims it, and then answer in its place.
+func freePortBelowEphemeral(t *testing.T) int {
+	t.Helper()
+	for p := 20000 + os.Getpid()%5000; p < 32000; p += 7 {
+		ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
+	}
+	t.Fatal("no free TCP port on 127.0.0.1 between 20000 and 32000")
+	return 0
 }
