@@ -154,10 +154,10 @@ type SocklbSockEntry struct {
 }
 
 type SocklbSockState struct {
-	_    structs.HostLayout
-	E    [4]SocklbSockEntry
-	Next uint32
-	Pad  uint32
+	_        structs.HostLayout
+	E        [4]SocklbSockEntry
+	Next     uint32
+	SrcCheck uint32
 }
 
 type SocklbSrcRangeKey struct {
@@ -236,6 +236,7 @@ const (
 	SocklbMapSvcNames            = "svc_names"
 	SocklbProgSocklbConnect4     = "socklb_connect4"
 	SocklbProgSocklbConnect6     = "socklb_connect6"
+	SocklbProgSocklbEgress       = "socklb_egress"
 	SocklbProgSocklbGetpeername4 = "socklb_getpeername4"
 	SocklbProgSocklbGetpeername6 = "socklb_getpeername6"
 	SocklbProgSocklbRecvmsg4     = "socklb_recvmsg4"
@@ -292,6 +293,7 @@ type SocklbSpecs struct {
 type SocklbProgramSpecs struct {
 	SocklbConnect4     *ebpf.ProgramSpec `ebpf:"socklb_connect4"`
 	SocklbConnect6     *ebpf.ProgramSpec `ebpf:"socklb_connect6"`
+	SocklbEgress       *ebpf.ProgramSpec `ebpf:"socklb_egress"`
 	SocklbGetpeername4 *ebpf.ProgramSpec `ebpf:"socklb_getpeername4"`
 	SocklbGetpeername6 *ebpf.ProgramSpec `ebpf:"socklb_getpeername6"`
 	SocklbRecvmsg4     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg4"`
@@ -401,6 +403,7 @@ type SocklbVariables struct {
 type SocklbPrograms struct {
 	SocklbConnect4     *ebpf.Program `ebpf:"socklb_connect4"`
 	SocklbConnect6     *ebpf.Program `ebpf:"socklb_connect6"`
+	SocklbEgress       *ebpf.Program `ebpf:"socklb_egress"`
 	SocklbGetpeername4 *ebpf.Program `ebpf:"socklb_getpeername4"`
 	SocklbGetpeername6 *ebpf.Program `ebpf:"socklb_getpeername6"`
 	SocklbRecvmsg4     *ebpf.Program `ebpf:"socklb_recvmsg4"`
@@ -413,6 +416,7 @@ func (p *SocklbPrograms) Close() error {
 	return _SocklbClose(
 		p.SocklbConnect4,
 		p.SocklbConnect6,
+		p.SocklbEgress,
 		p.SocklbGetpeername4,
 		p.SocklbGetpeername6,
 		p.SocklbRecvmsg4,

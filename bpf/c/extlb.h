@@ -1,6 +1,6 @@
-/* Which frontend a packet from another machine is for, whether its source
- * may use it, and which backend serves it: lb.h's policy, with the client
- * known by its address instead of its network namespace.
+/* Which frontend a packet from another machine is for and which backend
+ * serves it: lb.h's policy, with the client known by its address instead of
+ * its network namespace.
  */
 #ifndef SOCKLB_EXTLB_H
 #define SOCKLB_EXTLB_H
@@ -27,20 +27,6 @@ static __always_inline int extlb_frontend(const struct pkt *p, struct svc_key *k
 		return 1;
 	key->scope = SVC_SCOPE_ANY;
 	return lb_service(key, sv);
-}
-
-/* extlb_src_allowed applies loadBalancerSourceRanges: kube-proxy's KUBE-FW
- * chain accepts the listed sources and KUBE-PROXY-FIREWALL drops the rest. */
-static __always_inline int extlb_src_allowed(const struct svc_value *sv, const __u8 src[16])
-{
-	struct src_range_key k;
-
-	if (!(sv->flags & SVC_F_SRC_RANGES))
-		return 1;
-	k.prefixlen = 32 + 128;
-	k.svc_id = sv->svc_id;
-	__builtin_memcpy(k.addr, src, 16);
-	return bpf_map_lookup_elem(&src_ranges, &k) != NULL;
 }
 
 /* extlb_choose picks p's backend of the frontend key (sv), with

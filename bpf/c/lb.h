@@ -162,6 +162,22 @@ static __always_inline int lb_frontend(struct svc_key *key, struct svc_value *sv
 	return lb_service(key, sv) && sv->kind == SVC_KIND_NODE_PORT;
 }
 
+/* lb_src_allowed applies loadBalancerSourceRanges to a source address, for
+ * packets from other machines and sockets on the node alike: kube-proxy's
+ * KUBE-FW chain accepts the listed sources and KUBE-PROXY-FIREWALL drops
+ * the rest. */
+static __always_inline int lb_src_allowed(const struct svc_value *sv, const __u8 src[16])
+{
+	struct src_range_key k;
+
+	if (!(sv->flags & SVC_F_SRC_RANGES))
+		return 1;
+	k.prefixlen = 32 + 128;
+	k.svc_id = sv->svc_id;
+	__builtin_memcpy(k.addr, src, 16);
+	return bpf_map_lookup_elem(&src_ranges, &k) != NULL;
+}
+
 /* lb_same_service re-reads the entry after the slot and backend were read:
  * a copy taken from an element recycled for another frontend has that
  * frontend's svc id, which ids being unique per frontend tells apart. */
@@ -333,6 +349,8 @@ static __always_inline void lb_sock_record(struct sock_state *st, const struct s
 	e->backend_port = be->port;
 	e->frontend_port = req->port;
 	e->affinity_id = sv->affinity_id;
+	if (sv->flags & SVC_F_SRC_RANGES)
+		st->src_check = 1;
 }
 
 /* lb_pick returns a slot in [0, count): the high half of rand * count

@@ -122,7 +122,10 @@ struct sock_entry {
 struct sock_state {
 	struct sock_entry e[SOCK_ENTRIES];
 	__u32 next; /* the entry a new Service port takes */
-	__u32 pad;
+	/* Nonzero once an entry was made through a frontend with
+	 * loadBalancerSourceRanges: socklb_egress then checks this socket's
+	 * packets (srccheck.h). Every other socket pays one lookup of this. */
+	__u32 src_check;
 };
 
 /* Which Service port a svc_id belongs to. Only the agent and `socklb inspect`

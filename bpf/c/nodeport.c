@@ -137,7 +137,7 @@ __noinline int start_flow(struct __sk_buff *skb, struct pkt *p)
 
 	if (!skb || !p || !extlb_frontend(p, &key, &sv))
 		return TC_ACT_OK;
-	if (!extlb_src_allowed(&sv, p->saddr))
+	if (!lb_src_allowed(&sv, p->saddr))
 		return drop(FLOW_EV_SRC_RANGE);
 	switch (extlb_choose(p, &key, &sv, &c)) {
 	case LB_XLATED:

@@ -44,7 +44,7 @@ struct sock_entry_from {
 struct sock_state_from {
 	struct sock_entry_from e[4];
 	__u32 next;
-	__u32 pad;
+	__u32 src_check; /* pad before source ranges: 0 */
 };
 
 /* The old generation's sk_state, replaced at load by the pinned map. */
@@ -151,6 +151,8 @@ static __always_inline int sk_carry(struct sock_common *sk, __u8 proto)
 		used += st->e[i].affinity_id != 0;
 	if (!used)
 		st->next = old->next;
+	if (old->src_check)
+		st->src_check = 1;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		if (!old->e[i].affinity_id || sk_has_entry(st, &old->e[i]))

@@ -6,6 +6,7 @@
 
 #include "addr.h"
 #include "lb.h"
+#include "srccheck.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
@@ -180,3 +181,8 @@ int socklb_recvmsg6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }
 
 SEC("cgroup/getpeername6")
 int socklb_getpeername6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }
+
+/* Not a sock_addr hook: the source address exists only once the packet
+ * does. 1 lets the packet go. */
+SEC("cgroup_skb/egress")
+int socklb_egress(struct __sk_buff *skb) { return srccheck_pass(skb); }

@@ -28,6 +28,9 @@ var hooks = []hook{
 	{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg6 }},
 	{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg6 }},
 	{"getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername6 }},
+	// loadBalancerSourceRanges for sockets: the source exists only once the
+	// packet does. It costs every other socket's packets one storage lookup.
+	{"egress", ebpf.AttachCGroupInetEgress, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbEgress }},
 }
 
 // attachHooks attaches every hook to the cgroup with a pinned bpf_link. A

@@ -349,27 +349,61 @@ func TestClusterIPFromOutsideNotServed(t *testing.T) {
 	}
 }
 
-// TestSourceRangesNotCheckedForSockets: a deliberate difference. A
-// socket on the node (here a pod of node 1) reaches a LoadBalancer IP
-// whose loadBalancerSourceRanges leave the pod out; kube-proxy's KUBE-FW
-// would drop it. The socket hook runs before the kernel picks the source
-// address, as for Cilium, whose socket LB ignores the ranges too. The
-// same ranges still drop the outside client.
-func TestSourceRangesNotCheckedForSockets(t *testing.T) {
-	lb := svcSpec{name: "fw", typ: "LoadBalancer", clusterIPs: []string{"10.96.0.81"}, nodePort: 30151, lbIngress: []string{"203.0.113.21"}, srcRanges: []string{"192.0.2.0/24"}}
-	e := newXEnv(t, map[string]string{"fw.yaml": lb.yaml(readyEP("10.244.2.11", "n2"))})
+// TestSourceRangesCheckedForSockets: a socket on the node (here a pod of
+// node 1) meets loadBalancerSourceRanges as its packets would under
+// kube-proxy, whose KUBE-PROXY-FIREWALL drops a source outside every
+// range: over TCP and UDP (connected and not) the pod, not in the ranges,
+// gets no answer from the LB IP, while the Service's ClusterIP (not behind
+// the ranges) still answers it; once a range holds the pod, the LB IP
+// answers it too, and the outside client stays dropped.
+func TestSourceRangesCheckedForSockets(t *testing.T) {
+	lb := svcSpec{name: "fw", typ: "LoadBalancer", clusterIPs: []string{"10.96.0.81"}, nodePort: 30151, lbIngress: []string{"203.0.113.21"}, srcRanges: []string{"192.0.2.0/24"}, udpNodePort: 30152}
+	eps := []ep{readyEP("10.244.2.11", "n2")}
+	e := newXEnv(t, map[string]string{"fw.yaml": lb.yaml(eps...)})
 	if err := e.m.RouteVia(netip.MustParsePrefix("203.0.113.21/32"), 1); err != nil {
 		t.Fatal(err)
 	}
-	e.waitInspect("203.0.113.21:80/TCP")
+	e.waitInspect("203.0.113.21:80/TCP", "203.0.113.21:53/UDP")
+	pod := e.m.Pod("n1-p1").Client()
+	run := func(args ...string) *lab.Result {
+		t.Helper()
+		res, err := pod.RunResult(e.ctx(), e.cg, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	port := map[string]string{"tcp": "80", "udp": "53", "udp-connected": "53"}
+	for _, mode := range []string{"tcp", "udp", "udp-connected"} {
+		if res := run(mode, "--addr", "203.0.113.21:"+port[mode], "--count", "3", "--timeout", "500ms"); res.OK != 0 {
+			t.Errorf("%s: pod n1-p1 (10.244.1.11, not in 192.0.2.0/24) -> the LB IP: %d of 3 answered by %v; kube-proxy drops it", mode, res.OK, res.Replies)
+		}
+		if res := run(mode, "--addr", "10.96.0.81:"+port[mode], "--count", "3"); res.OK != 3 {
+			t.Errorf("%s: pod n1-p1 -> the ClusterIP of the same Service: %d of 3 answered (errors %v); the ranges guard the LB IP only", mode, res.OK, res.Errors)
+		}
+	}
 	if res := e.outside("tcp", "203.0.113.21:80", 2, "--timeout", "500ms"); res.OK != 0 {
 		t.Fatalf("the outside client, not in the ranges: %d of 2 answered; want it dropped", res.OK)
 	}
-	res, err := e.m.Pod("n1-p1").Client().TCP(e.ctx(), e.cg, "203.0.113.21:80", 5)
-	if err != nil {
-		t.Fatal(err)
+	lb.srcRanges = []string{"192.0.2.0/24", "10.244.1.0/24"}
+	e.write("fw.yaml", lb.yaml(eps...))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := run("tcp", "--addr", "203.0.113.21:80", "--count", "1", "--timeout", "500ms")
+		if res.OK == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod n1-p1 -> the LB IP, 10 s after 10.244.1.0/24 joined the ranges: errors %v", res.Errors)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	if res.OK != 5 {
-		t.Errorf("pod n1-p1 (10.244.1.11, not in the ranges) -> 203.0.113.21:80: %d of 5 answered (errors %v); socklb does not check sockets on the node", res.OK, res.Errors)
+	for _, mode := range []string{"tcp", "udp", "udp-connected"} {
+		if res := run(mode, "--addr", "203.0.113.21:"+port[mode], "--count", "5", "--seq"); res.OK != 5 {
+			t.Errorf("%s: pod n1-p1, now in the ranges -> the LB IP: %d of 5 answered (errors %v)", mode, res.OK, res.Errors)
+		}
+	}
+	if res := e.outside("tcp", "203.0.113.21:80", 2, "--timeout", "500ms"); res.OK != 0 {
+		t.Errorf("the outside client, still not in the ranges: %d of 2 answered; want it dropped", res.OK)
 	}
 }

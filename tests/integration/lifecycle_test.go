@@ -65,7 +65,7 @@ func TestCleanupDetaches(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bpftool cgroup show after SIGTERM: %v %s", err, out)
 	}
-	for _, h := range []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "connect6", "sendmsg6", "recvmsg6", "getpeername6"} {
+	for _, h := range []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "connect6", "sendmsg6", "recvmsg6", "getpeername6", "egress"} {
 		if !strings.Contains(string(out), h) {
 			t.Errorf("after SIGTERM the %s hook should stay attached; bpftool cgroup show:\n%s", h, out)
 		}
