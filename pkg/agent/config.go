@@ -97,7 +97,7 @@ func New(cfg Config) (*Agent, error) {
 	a.health = NewHealth(cfg.HealthTimeout)
 	a.health.healthzTotal, a.health.livezTotal = a.metrics.healthzTotal, a.metrics.livezTotal
 	if a.cfg.HealthChecks == nil {
-		hc := &healthcheck.Server{Log: cfg.Log, Healthy: a.alive}
+		hc := &healthcheck.Server{Log: cfg.Log, Healthy: a.health.ProxyHealthy}
 		a.cfg.HealthChecks, a.closeHealthChecks = hc, hc.Close
 	}
 	if err := a.metrics.setBuildInfo(cfg.Version, cfg.Revision); err != nil {
@@ -125,10 +125,4 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	return a, nil
-}
-
-// alive is /livez's verdict, which per-Service health checks follow.
-func (a *Agent) alive() bool {
-	_, st := a.health.Status(false)
-	return st.Healthy
 }

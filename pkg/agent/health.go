@@ -159,6 +159,28 @@ func nodeEligible(n *corev1.Node) bool {
 	return true
 }
 
+// ProxyHealthy is kube-proxy's Health().Healthy, which its
+// healthCheckNodePorts answer with: no change has waited Timeout for a
+// successful sync (a failed one does not count), and, socklb's own, the
+// hooks and devices are in place. Unlike /healthz it ignores the node's
+// eligibility, as kube-proxy's per-Service checks do.
+func (h *Health) ProxyHealthy() bool {
+	now := h.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.proxyHealthy(now)
+}
+
+func (h *Health) proxyHealthy(now time.Time) bool {
+	return !h.late(h.queued, now) && h.pinsErr == nil && h.devicesErr == nil
+}
+
+// late says whether the oldest change waiting since waiting is Timeout
+// old. Never while starting up (no sync finished yet).
+func (h *Health) late(waiting, now time.Time) bool {
+	return h.attempted && !waiting.IsZero() && now.Sub(waiting) >= h.Timeout
+}
+
 // HealthStatus is the JSON body of /healthz and /livez.
 type HealthStatus struct {
 	LastUpdated  time.Time `json:"lastUpdated"`
@@ -173,17 +195,10 @@ func (h *Health) Status(withNode bool) (code int, st HealthStatus) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st = HealthStatus{LastUpdated: h.lastUpdated, CurrentTime: now, Healthy: true}
-	// Healthy while starting up (no sync finished yet) and when nothing
-	// waits; late once the oldest waiting change is Timeout old.
-	waiting := h.queued
-	if !withNode {
-		waiting = h.unread
-	}
-	if h.attempted && !waiting.IsZero() && now.Sub(waiting) >= h.Timeout {
-		st.Healthy = false
-	}
-	if withNode && (h.pinsErr != nil || h.devicesErr != nil) {
-		st.Healthy = false
+	if withNode {
+		st.Healthy = h.proxyHealthy(now)
+	} else {
+		st.Healthy = !h.late(h.unread, now)
 	}
 	ok := st.Healthy
 	if withNode {

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -11,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/socklb/socklb/internal/testkit"
+	"github.com/socklb/socklb/pkg/agent/healthcheck"
+	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 const timeout = 10 * time.Second
@@ -264,5 +269,58 @@ func TestHealthCountsAnswers(t *testing.T) {
 		if got := testutil.ToFloat64(vec.WithLabelValues(c.code)); got != c.want {
 			t.Errorf("socklb_proxy_%s_total{code=%q} = %v, want %v", c.name, c.code, got, c.want)
 		}
+	}
+}
+
+// TestServiceHealthFollowsFailedSyncs: healthCheckNodePorts answer with
+// kube-proxy's Health().Healthy (service_health.go: count != 0 &&
+// kubeProxyHealthy). A change that only failed syncs followed for Timeout
+// makes them 503 while /livez (the loop is alive) stays 200; a node that
+// is not eligible does not, that is /healthz's alone; a successful sync
+// makes them 200 again. Checked through the server New wires up.
+func TestServiceHealthFollowsFailedSyncs(t *testing.T) {
+	a, err := New(Config{
+		Datapath: &fakeApplier{fail: map[string]bool{}, applied: make(chan servicemap.State, 1)},
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), HealthTimeout: timeout,
+		LocalAddresses: noAddresses,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.closeHealthChecks)
+	srv, ok := a.cfg.HealthChecks.(*healthcheck.Server)
+	if !ok {
+		t.Fatalf("New made a %T, want the healthcheck server", a.cfg.HealthChecks)
+	}
+	f := &fakeHealth{Health: a.health, now: t0}
+	a.health.Now = func() time.Time { return f.now }
+
+	f.Health.Updated(f.at(0))
+	f.Health.Queued(f.at(time.Second))
+	f.set(2 * time.Second)
+	f.Health.Failed(f.now)
+	f.set(time.Second + timeout - time.Millisecond)
+	if !srv.Healthy() {
+		t.Errorf("a change waiting just under the timeout: the per-Service checks are unhealthy")
+	}
+	f.set(time.Second + timeout)
+	f.Health.Failed(f.now)
+	if srv.Healthy() {
+		t.Errorf("only failed syncs for the timeout: the per-Service checks are healthy; kube-proxy's are 503")
+	}
+	if _, l := f.codes(t); l != 200 {
+		t.Errorf("only failed syncs, the loop alive: /livez %d, want 200", l)
+	}
+	f.Health.Updated(f.now)
+	if !srv.Healthy() {
+		t.Errorf("after a successful sync the per-Service checks are unhealthy")
+	}
+	f.Health.SyncNode(node(func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint}} }))
+	if h, _ := f.codes(t); h != 503 || !srv.Healthy() {
+		t.Errorf("a node being deleted: /healthz %d (want 503), per-Service healthy %v (want true, as kube-proxy's)", h, srv.Healthy())
+	}
+	f.Health.PinsBroken(errors.New("hook detached"))
+	if srv.Healthy() {
+		t.Errorf("with a hook detached the per-Service checks are healthy; nothing serves the Service on this node")
 	}
 }

@@ -31,8 +31,9 @@ import (
 // The zero value is not usable: set Healthy and Log.
 type Server struct {
 	// Healthy is the proxy's own health (kube-proxy's ProxyHealthServer
-	// Health().Healthy, our /livez): while false every check answers 503,
-	// so load balancers leave a node whose rules are stale.
+	// Health().Healthy, agent.Health.ProxyHealthy): while false every
+	// check answers 503, so load balancers leave a node whose rules are
+	// stale, failed syncs included.
 	Healthy func() bool
 	Log     *slog.Logger
 
