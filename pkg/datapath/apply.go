@@ -128,10 +128,11 @@ func (d *Datapath) applyUpsert(key servicemap.FrontendKey, fe servicemap.Fronten
 	res.Upserted++
 }
 
-// terminateRetired destroys the sockets connected to backends that left
-// and are no backend of any frontend any more (a pod can back a ClusterIP
-// and a NodePort: leaving one keeps its sockets). refs counts the uses, so
-// this costs the retired backends, not every backend of the node.
+// terminateRetired destroys the sockets connected to endpoints that left a
+// frontend and that no frontend keeps any more, as a backend or lingering
+// (a pod can back a ClusterIP and a NodePort: leaving one keeps its
+// sockets). refs counts the uses, so this costs the retired endpoints, not
+// every backend of the node.
 func (d *Datapath) terminateRetired() (int, error) {
 	retired := d.retired
 	d.retired = nil
@@ -149,7 +150,7 @@ func (d *Datapath) terminateRetired() (int, error) {
 	return d.term.destroy(targets)
 }
 
-// ref and unref count the frontends that use a backend address.
+// ref and unref count the frontends that keep an endpoint's sockets.
 func (d *Datapath) ref(t socklbbpf.SocktermSockTarget) { d.refs[t]++ }
 
 func (d *Datapath) unref(t socklbbpf.SocktermSockTarget) {
@@ -212,9 +213,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 			rollback()
 			return err
 		}
-		t := sockTarget(fe.Key.Proto, b)
-		d.ref(t)
-		undo = append(undo, func() { d.deleteBackend(id); d.unref(t) })
+		undo = append(undo, func() { d.deleteBackend(id) })
 		mk := memberKey(next.ID, b)
 		if err := put(func() error { return d.t.members.Put(mk, id) }); err != nil {
 			rollback()
@@ -260,10 +259,13 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	d.current[fe.Key] = next
 	d.dropRanges(next.ID, hadRanges, fe.SourceRanges)
 
+	var had servicemap.Frontend
 	if old != nil {
+		had = old.Frontend
 		d.unrefGroup(old.Frontend)
 		d.retire(old, next)
 	}
+	d.retarget(had, fe)
 	return nil
 }
 
@@ -281,9 +283,6 @@ func (d *Datapath) retire(old, next *Service) {
 		if !kept[id] {
 			_ = d.t.members.Delete(memberKey(old.ID, old.Frontend.Backends[i]))
 			d.deleteBackend(id)
-			t := sockTarget(old.Frontend.Key.Proto, old.Frontend.Backends[i])
-			d.unref(t)
-			d.retired = append(d.retired, t)
 		}
 	}
 }
@@ -295,6 +294,7 @@ func (d *Datapath) remove(cur *Service) error {
 	delete(d.current, cur.Frontend.Key)
 	d.dropRanges(cur.ID, cur.Frontend.SourceRanges, nil)
 	d.retire(cur, &Service{})
+	d.retarget(cur.Frontend, servicemap.Frontend{})
 	d.unrefGroup(cur.Frontend)
 	_ = d.t.svcNames.Delete(cur.ID)
 	d.svcIDs.free(cur.ID)

@@ -132,13 +132,15 @@ func (d *Datapath) stage(fe servicemap.Frontend, f *fill) (*Service, []func(), e
 		if err != nil {
 			return nil, undo, err
 		}
-		t := sockTarget(fe.Key.Proto, b)
-		d.ref(t)
-		undo = append(undo, func() { d.backendIDs.free(bid); d.unref(t) })
+		undo = append(undo, func() { d.backendIDs.free(bid) })
 		f.stats.add(bid, make([]socklbbpf.SocklbBackendStats, f.ncpu)...)
 		f.backends.add(bid, socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(fe.Key.Proto), Id: bid})
 		f.members.add(memberKey(id, b), bid)
 		s.BackendIDs = append(s.BackendIDs, bid)
+	}
+	for _, t := range sockTargets(fe) {
+		d.ref(t)
+		undo = append(undo, func() { d.unref(t) })
 	}
 	for slot, bid := range s.BackendIDs {
 		f.slots.add(socklbbpf.SocklbSlotKey{SvcId: id, Generation: 1, Slot: uint32(slot)},

@@ -201,8 +201,8 @@ func (d *Datapath) adopt() error {
 	d.current = cur
 	d.refs = map[socklbbpf.SocktermSockTarget]int{}
 	for _, s := range cur {
-		for _, b := range s.Frontend.Backends {
-			d.ref(sockTarget(s.Frontend.Key.Proto, b))
+		for _, t := range sockTargets(s.Frontend) {
+			d.ref(t)
 		}
 	}
 	var errs []error

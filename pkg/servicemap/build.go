@@ -136,6 +136,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 			sets := selectBackends(candidateEndpoints(eps, is6, sp, b.node), internalLocal, externalLocal, b.node)
 			internal, external := toBackends(sets.internal), toBackends(sets.external)
 			local := toBackends(sets.externalLocal)
+			serving := sets.serving
 			frontend := func(kind Kind, addr netip.Addr, port uint16, backends []Backend) Frontend {
 				return Frontend{
 					Key:       FrontendKey{Addr: addr, Port: port, Proto: sp.proto},
@@ -145,6 +146,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 					Backends:  backends,
 					Affinity:  affinity,
 					LocalOnly: kind == KindClusterIP && internalLocal,
+					Lingering: lingering(serving, backends),
 				}
 			}
 			// addExternal offers an external frontend and, under
@@ -161,6 +163,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 					twin := fe
 					twin.Key.Scope = ScopeExternal
 					twin.Backends, twin.PolicyDrop, twin.LocalOnly = local, sets.externalDrop, true
+					twin.Lingering = lingering(serving, local)
 					o.twin = &twin
 				}
 				b.offers = append(b.offers, o)

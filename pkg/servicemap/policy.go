@@ -17,6 +17,9 @@ type backendSets struct {
 	// backends of the ScopeExternal twins of the external frontends.
 	externalLocal []endpoint
 	externalDrop  bool // ... which must drop the packet
+	// serving is every serving endpoint, whatever the policies and
+	// topology: sockets on one of them stay (see Frontend.Lingering).
+	serving []Backend
 }
 
 // selectBackends applies the traffic policies to one service port's
@@ -46,7 +49,7 @@ type backendSets struct {
 // local endpoint still answers its own pods, as with kube-proxy.
 func selectBackends(candidates []endpoint, internalLocal, externalLocal bool, node nodeInfo) backendSets {
 	cluster := clusterEndpoints(candidates, node)
-	sets := backendSets{internal: cluster, external: cluster}
+	sets := backendSets{internal: cluster, external: cluster, serving: servingBackends(candidates)}
 	if internalLocal || externalLocal {
 		local := localEndpoints(candidates, node)
 		drop := len(local) == 0 && hasUsableEndpoints(candidates)

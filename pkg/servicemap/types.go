@@ -151,6 +151,14 @@ type Frontend struct {
 	// kube-proxy's KUBE-FW chain, whether it comes from another machine or
 	// from a socket on the node.
 	SourceRanges []netip.Prefix
+	// Lingering is the Service port's serving endpoints (of the family)
+	// that Backends leaves out: terminating while another is ready, or
+	// left out by a traffic policy or topology. New connections never go
+	// to them, but sockets already sent there stay: kube-proxy clears a
+	// flow only once its endpoint stops serving, and ignores "traffic
+	// policies, topology, or terminating status" (conntrack/cleanup.go).
+	// Sorted, never in Backends.
+	Lingering []Backend
 }
 
 // Equal reports whether the datapath would program a and b identically.
@@ -165,7 +173,7 @@ func (a Frontend) Equal(b Frontend) bool {
 			return false
 		}
 	}
-	return slices.Equal(a.SourceRanges, b.SourceRanges)
+	return slices.Equal(a.SourceRanges, b.SourceRanges) && slices.Equal(a.Lingering, b.Lingering)
 }
 
 // State is the whole desired datapath: every frontend of the node.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,46 @@ func TestSocketStateOutlivesOtherSockets(t *testing.T) {
 	seq := o.res.Sequence
 	if len(seq) != 20 || seq[0] != "pod1" || seq[len(seq)-1] != "pod2" {
 		t.Fatalf("answers %v: want 20 starting on pod1 and ending on pod2, the held socket moved off the removed pod", seq)
+	}
+}
+
+// TestConnectedUDPKeepsTerminatingEndpoint: a connected UDP socket that
+// never re-dials, sending every 200 ms, keeps its endpoint while that
+// endpoint terminates but still serves and another is ready: kube-proxy
+// clears a UDP flow only once its endpoint stops serving
+// (conntrack.CleanStaleEntries), so the agent destroys nothing, and every
+// query is answered, by the same pod, before and after the change.
+func TestConnectedUDPKeepsTerminatingEndpoint(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	})
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
+	const queries = 20
+	done := make(chan runOut, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
+			"--count", fmt.Sprint(queries), "--interval", "200ms", "--seq")
+		done <- runOut{r, err}
+	}()
+	waitAnswered(t, e, "pod1")
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(
+		ep{ip: "10.244.1.11", node: "node-a", serving: true, terminating: true}, readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(2*time.Second, "10.244.1.12:5353")
+	changedAt := e.lab.Counts("udp")["pod1"]
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	seq := o.res.Sequence
+	t.Logf("answers: %s", strings.Join(seq, " "))
+	if o.res.OK != queries || slices.ContainsFunc(seq, func(p string) bool { return p != "pod1" }) {
+		t.Errorf("the held socket: %d of %d answered, sequence %v, errors %v; want every answer from pod1, its terminating endpoint", o.res.OK, queries, seq, o.res.Errors)
+	}
+	if n := e.lab.Counts("udp")["pod1"]; n <= changedAt {
+		t.Errorf("pod1 got no query after it started terminating (%d before, %d after)", changedAt, n)
+	}
+	if strings.Contains(e.agentLog(), "sockets_destroyed=1") {
+		t.Errorf("the agent destroyed a socket of an endpoint that still serves:\n%s", e.agentLog())
 	}
 }
