@@ -278,7 +278,17 @@ func (b *builder) servicePorts(nn types.NamespacedName, spec *corev1.ServiceSpec
 		label := portLabel(p.Name, p.Port)
 		proto, ok := parseProtocol(p.Protocol)
 		if !ok {
-			b.problem(model.KindService, nn, "port %s has protocol %q; socklb handles TCP, UDP and SCTP", label, p.Protocol)
+			b.problem(model.KindService, nn, "port %s has protocol %q; socklb handles TCP and UDP", label, p.Protocol)
+			continue
+		}
+		if proto == SCTP {
+			// The kernel runs no cgroup connect or sendmsg hook for SCTP:
+			// sctp_inet_connect calls sctp_connect directly, and SCTP
+			// has no pre_connect (net/sctp/socket.c; the hooks run from
+			// __inet_stream_connect and inet_dgram_connect). Programming
+			// the port would claim a translation that never happens.
+			b.problem(model.KindService, nn, "port %s is SCTP, which socklb cannot serve: the kernel runs no cgroup connect hook for SCTP sockets; "+
+				"run socklb beside kube-proxy (the chart's mode: beside), which keeps SCTP Services", label)
 			continue
 		}
 		if p.Port < 1 || p.Port > 65535 {

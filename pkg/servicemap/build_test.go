@@ -174,7 +174,7 @@ func TestBuild(t *testing.T) {
 			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]"},
 		},
 		{
-			name: "TCP, UDP and SCTP on the same port number are three frontends",
+			name: "TCP and UDP on the same port number are two frontends; SCTP is refused loudly (no cgroup hook runs for it)",
 			services: []*corev1.Service{svc("kube-system/dns", "10.96.0.53",
 				sport("dns-tcp", tcp, 53), sport("dns", udp, 53), sport("sig", sctp, 53))},
 			slices: []*discoveryv1.EndpointSlice{v4("kube-system/dns-1", "dns",
@@ -182,8 +182,8 @@ func TestBuild(t *testing.T) {
 			want: []string{
 				"10.96.0.53:53/TCP ClusterIP kube-system/dns:dns-tcp -> [10.0.0.1:5353]",
 				"10.96.0.53:53/UDP ClusterIP kube-system/dns:dns -> [10.0.0.1:5354]",
-				"10.96.0.53:53/SCTP ClusterIP kube-system/dns:sig -> [10.0.0.1:5355]",
 			},
+			problems: []string{`Service kube-system/dns: port "sig" is SCTP, which socklb cannot serve: the kernel runs no cgroup connect hook for SCTP sockets`},
 		},
 		{
 			name:     "slice port of another protocol does not match even with the same name",
@@ -196,7 +196,7 @@ func TestBuild(t *testing.T) {
 			services: []*corev1.Service{svc("default/web", "10.96.0.10", sport("http", tcp, 80), sport("ping", "ICMP", 7))},
 			slices:   []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort, ready("10.0.0.1"))},
 			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> [10.0.0.1:8080]"},
-			problems: []string{`Service default/web: port "ping" has protocol "ICMP"; socklb handles TCP, UDP and SCTP`},
+			problems: []string{`Service default/web: port "ping" has protocol "ICMP"; socklb handles TCP and UDP`},
 		},
 		{
 			name:     "service port 0 or above 65535 is a problem for that port",

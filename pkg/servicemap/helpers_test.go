@@ -153,7 +153,7 @@ func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem)
 		if k.Port == 0 {
 			t.Errorf("frontend %s: zero port", k)
 		}
-		if k.Proto != TCP && k.Proto != UDP && k.Proto != SCTP {
+		if k.Proto != TCP && k.Proto != UDP {
 			t.Errorf("frontend %s: protocol %d", k, k.Proto)
 		}
 		svc := services[fe.Service]
