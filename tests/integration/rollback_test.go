@@ -116,13 +116,23 @@ func TestRollbackToUnversionedAgent(t *testing.T) {
 		if err := bpftoolJSON(&li, "link", "show", "pinned", filepath.Join(e.fs.Path(), "links", l.Name())); err != nil {
 			t.Fatal(err)
 		}
+		// The egress hook is newer than the agent rolled back to, which
+		// leaves it alone: it keeps the current agent's program, which
+		// checks only sockets flagged in the current maps' sk_state
+		// (docs/upgrade.md). The next upgrade switches it again.
+		if l.Name() == "egress" {
+			if !current.progs[li.ProgID] {
+				t.Errorf("link egress runs program %d, not the current agent's", li.ProgID)
+			}
+			continue
+		}
 		if current.progs[li.ProgID] {
 			t.Errorf("link %s still runs program %d of the current agent", l.Name(), li.ProgID)
 		}
 		progs[li.ProgID] = true
 	}
-	if len(links) != 8 {
-		t.Errorf("%d links pinned after the rollback, want 8", len(links))
+	if len(links) != 9 {
+		t.Errorf("%d links pinned after the rollback, want 9: the old agent's 8 and the current agent's egress", len(links))
 	}
 
 	// Upgrading again removes what the rollback left: the next current
