@@ -118,25 +118,12 @@ func (b *builder) externalIPAllowed(a netip.Addr) bool {
 	return slices.ContainsFunc(b.extCIDRs, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
-// peerAddresses is every InternalIP and ExternalIP of the Nodes other than
-// this one, sorted and free of duplicates; loopback and addresses no socket
-// dials as a node's are left out, so a Node object cannot make the node's
-// own 127.0.0.1 capturable.
+// peerAddresses is the other Nodes' addresses (otherNodeAddrs), sorted
+// and free of duplicates.
 func peerAddresses(in model.Input) []netip.Addr {
-	this := in.ThisNode()
 	var out []netip.Addr
-	for _, node := range in.Nodes {
-		if node == nil || node == this || this != nil && node.Name == this.Name {
-			continue
-		}
-		for _, na := range node.Status.Addresses {
-			if na.Type != corev1.NodeInternalIP && na.Type != corev1.NodeExternalIP {
-				continue
-			}
-			if a, err := netip.ParseAddr(na.Address); err == nil && usableNodeAddr(a.Unmap()) && !a.Unmap().IsLoopback() {
-				out = append(out, a.Unmap())
-			}
-		}
+	for _, a := range otherNodeAddrs(in, nil) {
+		out = append(out, a)
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
