@@ -110,23 +110,22 @@ const RefusedExternalIP = "is refused"
 // checked: only a controller with access to the status subresource writes
 // them.
 func (b *builder) externalIPAllowed(a netip.Addr) bool {
-	for _, addrs := range [][]netip.Addr{b.ownAddrs, b.peerAddrs} {
-		if _, ok := slices.BinarySearchFunc(addrs, a, netip.Addr.Compare); ok {
-			return true
-		}
+	if _, own := slices.BinarySearchFunc(b.ownAddrs, a, netip.Addr.Compare); own || b.peerAddrs.Contains(a) {
+		return true
 	}
 	return slices.ContainsFunc(b.extCIDRs, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
-// peerAddresses is the other Nodes' addresses (otherNodeAddrs), sorted
-// and free of duplicates.
-func peerAddresses(in model.Input) []netip.Addr {
+// PeerAddresses is the other Nodes' addresses (otherNodeAddrs) in every
+// Node of in: what model.Input.PeerAddresses holds. It reads and hashes
+// every Node's addresses, so call it when the Nodes changed, not with
+// every Service change.
+func PeerAddresses(in model.Input) model.AddrSet {
 	var out []netip.Addr
 	for _, a := range otherNodeAddrs(in, nil) {
 		out = append(out, a)
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	return model.NewAddrSet(out)
 }
 
 // ownAddresses is every address of this node: its interfaces and its Node

@@ -15,7 +15,7 @@ import (
 // (usableNodeAddr) and loopback (another node's 127.0.0.1 is this node's
 // own). It is the one place that decides which of the other Nodes'
 // addresses count, both for the externalIPs this node may capture
-// (peerAddresses) and for where the others serve NodePorts
+// (PeerAddresses) and for where the others serve NodePorts
 // (RemoteNodeAddresses), so the two cannot drift apart.
 //
 // An address that does not parse is handed to bad, when it is set, with
