@@ -65,6 +65,8 @@ type Agent struct {
 	lastFailed   map[servicemap.FrontendKey]string
 	// remote is the other nodes' NodePort addresses.
 	remote remoteNodes
+	// peers is the other Nodes' addresses, node facts of every sync.
+	peers peers
 	// lastAddrs is this node's interface addresses at the last sync.
 	lastAddrs []netip.Addr
 

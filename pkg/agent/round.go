@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,9 +38,11 @@ type round struct {
 // read computes this sync's desired state. With a Tracked source and no
 // full sync asked for, it recomputes only the Services the events touched;
 // a change of the node facts, the first sync and the periodic resync
-// rebuild everything from a snapshot. The other nodes' NodePort addresses
-// are computed again with every rebuild, and otherwise only when the
-// other Nodes or this node's interface addresses changed.
+// rebuild everything from a snapshot. What the agent keeps of the other
+// Nodes is computed again with every rebuild, and otherwise only when
+// they changed: their addresses (externalIPs this node may capture), and
+// where they serve NodePorts, also when this node's interface addresses
+// changed (this node's own are left out of those).
 func (a *Agent) read(full bool) round {
 	t, tracked := a.src.(source.Tracked)
 	if !tracked {
@@ -48,26 +51,33 @@ func (a *Agent) read(full bool) round {
 	ch := t.Checkout()
 	r := round{changes: changeCount{services: ch.ServiceObjects, slices: ch.SliceObjects}, triggers: a.sinceStart(ch.Triggers)}
 	if !full && !ch.Node {
-		node := a.withNodeFacts(t.NodeInput())
+		// NodeInput holds this Node alone. Every Node is listed, once
+		// for both uses, only when the other Nodes changed (their
+		// addresses are made again here) or, below, when this node's
+		// own addresses did.
+		nodes := sync.OnceValue(t.Nodes)
+		node := a.withPeers(a.withNodeFacts(t.NodeInput()), nodes, ch.RemoteNodes)
 		r.addrsChanged = a.noteAddresses(node)
 		objs := make(map[types.NamespacedName]servicemap.ServiceObjects, len(ch.Services))
 		for nn := range ch.Services {
 			objs[nn] = t.ServiceObjects(nn)
 		}
 		if d, problems, ok := a.tracker.Update(node, objs); ok {
-			// Other Nodes are read only when they changed, or when
-			// this node's addresses (which they must not claim) did.
-			a.refreshRemoteNodes(node, t.Nodes, ch.RemoteNodes)
+			// Where the others serve NodePorts is computed again when
+			// they changed, or when this node's addresses (which they
+			// must not claim) did.
+			a.refreshRemoteNodes(node, nodes, ch.RemoteNodes)
 			r.state, r.delta, r.problems = a.tracker.State(), &d, a.withRemoteProblems(problems)
 			r.checks, r.node = a.tracker.HealthChecks(), node.ThisNode()
 			return r
 		}
 	}
 	in := a.withNodeFacts(t.Snapshot())
+	in = a.withPeers(in, listed(in.Nodes), true)
 	r.addrsChanged = a.noteAddresses(in) || r.addrsChanged
 	r.full = true
 	r.state, r.problems = a.tracker.Full(in)
-	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
+	a.refreshRemoteNodes(in, listed(in.Nodes), true)
 	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r
@@ -82,8 +92,9 @@ func (a *Agent) readSnapshot() round {
 	r := round{full: true, changes: countChanges(a.seen, cur), triggers: triggerTimes(in, a.seen, a.started), addrsChanged: a.noteAddresses(in)}
 	a.seen = cur
 	a.snapMu.Unlock()
+	in = a.withPeers(in, listed(in.Nodes), true)
 	r.state, r.problems = a.tracker.Full(in)
-	a.refreshRemoteNodes(in, func() []*corev1.Node { return in.Nodes }, true)
+	a.refreshRemoteNodes(in, listed(in.Nodes), true)
 	r.problems = a.withRemoteProblems(r.problems)
 	r.checks, r.node = a.tracker.HealthChecks(), in.ThisNode()
 	return r

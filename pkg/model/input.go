@@ -12,6 +12,9 @@ import (
 type Input struct {
 	Services []*corev1.Service
 	Slices   []*discoveryv1.EndpointSlice
+	// Nodes holds this node's Node object (see ThisNode), and with a whole
+	// snapshot every other Node too; servicemap.Build reads this node's
+	// alone, the other Nodes reach it as PeerAddresses.
 	Nodes    []*corev1.Node
 	NodeName string
 	// LocalAddresses are this node's interface addresses (found by the
@@ -27,8 +30,8 @@ type Input struct {
 	NodePortAddresses []netip.Prefix
 	// ExternalIPCIDRs is the operator's --external-ip-cidrs allowlist: an
 	// externalIP is captured when it is an address of this node (as
-	// Cilium's socket LB does) or of another Node in Nodes, or falls
-	// inside one of these prefixes.
+	// Cilium's socket LB does) or of another Node (PeerAddresses), or
+	// falls inside one of these prefixes.
 	// Anything else is refused, because whoever may create a Service could
 	// otherwise redirect every connection of the node to any address
 	// (CVE-2020-8554).
@@ -37,6 +40,14 @@ type Input struct {
 	// the filter also holds this node's primary IPv4 and IPv6 addresses,
 	// taken from its Node object when Build runs (see primaryNodeIPs).
 	NodePortPrimary bool
+	// PeerAddresses are the other Nodes' addresses, as
+	// servicemap.PeerAddresses finds them in every Node: externalIPs this
+	// node may capture besides its own. They are a fact handed over like
+	// the others rather than read from Nodes, so that a Service change
+	// need not list thousands of Nodes: the agent computes them again
+	// only when another Node changed, and the set's digest tells
+	// servicemap's Tracker whether they did.
+	PeerAddresses AddrSet
 }
 
 // ThisNode is the Node object named NodeName, or nil: Nodes may hold the

@@ -27,7 +27,7 @@ func Build(in model.Input) (State, []model.Problem) {
 	}
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
-	b.peerAddrs = peerAddresses(in)
+	b.peerAddrs = in.PeerAddresses
 	b.extCIDRs = in.ExternalIPCIDRs
 	b.primary = primaryAddrs(in.ThisNode())
 	bySvc := b.indexSlices(in.Slices)
@@ -65,9 +65,9 @@ type builder struct {
 	state     State
 	offers    []offer
 	node      nodeInfo
-	nodeAddrs []netip.Addr // where NodePorts are served, sorted
-	ownAddrs  []netip.Addr // this node's addresses, unfiltered, sorted: externalIPs it may capture
-	peerAddrs []netip.Addr // the other Nodes' addresses, sorted: externalIPs it may capture too
+	nodeAddrs []netip.Addr  // where NodePorts are served, sorted
+	ownAddrs  []netip.Addr  // this node's addresses, unfiltered, sorted: externalIPs it may capture
+	peerAddrs model.AddrSet // the other Nodes' addresses: externalIPs it may capture too
 	extCIDRs  []netip.Prefix
 	primary   []netip.Addr // this node's primary addresses (allowFromNode)
 	problems  []model.Problem

@@ -47,6 +47,7 @@ func (tc buildCase) input() model.Input {
 	for _, p := range tc.extCIDRs {
 		in.ExternalIPCIDRs = append(in.ExternalIPCIDRs, netip.MustParsePrefix(p))
 	}
+	in.PeerAddresses = PeerAddresses(in) // as the agent hands them over
 	return in
 }
 

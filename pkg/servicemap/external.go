@@ -110,36 +110,22 @@ const RefusedExternalIP = "is refused"
 // checked: only a controller with access to the status subresource writes
 // them.
 func (b *builder) externalIPAllowed(a netip.Addr) bool {
-	for _, addrs := range [][]netip.Addr{b.ownAddrs, b.peerAddrs} {
-		if _, ok := slices.BinarySearchFunc(addrs, a, netip.Addr.Compare); ok {
-			return true
-		}
+	if _, own := slices.BinarySearchFunc(b.ownAddrs, a, netip.Addr.Compare); own || b.peerAddrs.Contains(a) {
+		return true
 	}
 	return slices.ContainsFunc(b.extCIDRs, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
-// peerAddresses is every InternalIP and ExternalIP of the Nodes other than
-// this one, sorted and free of duplicates; loopback and addresses no socket
-// dials as a node's are left out, so a Node object cannot make the node's
-// own 127.0.0.1 capturable.
-func peerAddresses(in model.Input) []netip.Addr {
-	this := in.ThisNode()
+// PeerAddresses is the other Nodes' addresses (otherNodeAddrs) in every
+// Node of in: what model.Input.PeerAddresses holds. It reads and hashes
+// every Node's addresses, so call it when the Nodes changed, not with
+// every Service change.
+func PeerAddresses(in model.Input) model.AddrSet {
 	var out []netip.Addr
-	for _, node := range in.Nodes {
-		if node == nil || node == this || this != nil && node.Name == this.Name {
-			continue
-		}
-		for _, na := range node.Status.Addresses {
-			if na.Type != corev1.NodeInternalIP && na.Type != corev1.NodeExternalIP {
-				continue
-			}
-			if a, err := netip.ParseAddr(na.Address); err == nil && usableNodeAddr(a.Unmap()) && !a.Unmap().IsLoopback() {
-				out = append(out, a.Unmap())
-			}
-		}
+	for _, a := range otherNodeAddrs(in, nil) {
+		out = append(out, a)
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	return model.NewAddrSet(out)
 }
 
 // ownAddresses is every address of this node: its interfaces and its Node

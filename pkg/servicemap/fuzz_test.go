@@ -172,7 +172,7 @@ func FuzzBuild(f *testing.F) {
 		}
 		rev := model.Input{Services: slices.Clone(in.Services), Slices: slices.Clone(in.Slices), Nodes: in.Nodes, NodeName: in.NodeName,
 			LocalAddresses: slices.Clone(in.LocalAddresses), NodePortAddresses: slices.Clone(in.NodePortAddresses),
-			NodePortPrimary: in.NodePortPrimary}
+			NodePortPrimary: in.NodePortPrimary, PeerAddresses: in.PeerAddresses}
 		slices.Reverse(rev.Services)
 		slices.Reverse(rev.Slices)
 		slices.Reverse(rev.LocalAddresses)
@@ -313,6 +313,7 @@ func decodeInput(data []byte) model.Input {
 		}}}
 	}
 	decodeExtras(r, &in)
+	in.PeerAddresses = PeerAddresses(in) // as the agent hands them over
 	return in
 }
 
@@ -487,6 +488,7 @@ func deepCopyInput(in model.Input) model.Input {
 		NodePortAddresses: slices.Clone(in.NodePortAddresses),
 		ExternalIPCIDRs:   slices.Clone(in.ExternalIPCIDRs),
 		NodePortPrimary:   in.NodePortPrimary,
+		PeerAddresses:     model.NewAddrSet(slices.Clone(in.PeerAddresses.Addrs())),
 	}
 	for _, s := range in.Services {
 		out.Services = append(out.Services, s.DeepCopy())

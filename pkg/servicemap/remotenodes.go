@@ -26,46 +26,41 @@ import (
 // kube-proxy there reads from its Node object). Addresses no socket
 // connects to as a node address (link-local, multicast, unspecified,
 // broadcast, zoned) are left out, and loopback: a NodePort on another
-// node's 127.0.0.1 is this node's own localhost NodePort. So is any
-// address that is also one of this node's (its interfaces, its Node
-// object): a VIP that moved here is served by this node's own NodePort
-// frontends, never sent to another node's endpoints. The result is sorted
-// and free of duplicates.
+// node's 127.0.0.1 is this node's own localhost NodePort (otherNodeAddrs
+// decides this, for the externalIP rule too). So is any address that is
+// also one of this node's (its interfaces, its Node object): a VIP that
+// moved here is served by this node's own NodePort frontends, never sent
+// to another node's endpoints. The result is sorted and free of
+// duplicates.
 //
 // An unparsable address is a model.Problem naming its Node; the Node's
 // other addresses are still used.
 func RemoteNodeAddresses(in model.Input) ([]netip.Addr, []model.Problem) {
 	own := ownAddresses(in)
-	this := in.ThisNode()
 	var out []netip.Addr
 	var problems []model.Problem
-	for _, node := range in.Nodes {
-		if node == nil || node == this || this != nil && node.Name == this.Name {
+	bad := func(node *corev1.Node, i int, na corev1.NodeAddress) {
+		problems = append(problems, model.Problem{Kind: model.KindNode, Object: nnOf("", node.Name),
+			Reason: fmt.Sprintf("status.addresses[%d] (%s) %q is not an IP address; this node's connections to that node's NodePorts are not translated for it, fix the Node's address", i, na.Type, na.Address)})
+	}
+	// Each node's filter is made once, not per address: under primary it
+	// holds that node's own primary addresses.
+	var filterOf *corev1.Node
+	var filter []netip.Prefix
+	for node, a := range otherNodeAddrs(in, bad) {
+		if node != filterOf {
+			filterOf, filter = node, in.NodePortAddresses
+			if in.NodePortPrimary {
+				filter = append(slices.Clip(filter), primaryPrefixes(node)...)
+			}
+		}
+		if !nodePortFilterAllows(filter, a) {
 			continue
 		}
-		filter := in.NodePortAddresses
-		if in.NodePortPrimary {
-			filter = append(slices.Clip(filter), primaryPrefixes(node)...)
+		if _, mine := slices.BinarySearchFunc(own, a, netip.Addr.Compare); mine {
+			continue
 		}
-		for i, na := range node.Status.Addresses {
-			if na.Type != corev1.NodeInternalIP && na.Type != corev1.NodeExternalIP {
-				continue
-			}
-			a, err := netip.ParseAddr(na.Address)
-			if err != nil {
-				problems = append(problems, model.Problem{Kind: model.KindNode, Object: nnOf("", node.Name),
-					Reason: fmt.Sprintf("status.addresses[%d] (%s) %q is not an IP address; this node's connections to that node's NodePorts are not translated for it, fix the Node's address", i, na.Type, na.Address)})
-				continue
-			}
-			a = a.Unmap()
-			if !usableNodeAddr(a) || a.IsLoopback() || !nodePortFilterAllows(filter, a) {
-				continue
-			}
-			if _, mine := slices.BinarySearchFunc(own, a, netip.Addr.Compare); mine {
-				continue
-			}
-			out = append(out, a)
-		}
+		out = append(out, a)
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out), sortProblems(problems)

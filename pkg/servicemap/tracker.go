@@ -103,7 +103,7 @@ func newTrackBuilder(in model.Input) trackBuilder {
 	b := &builder{node: nodeFromInput(in)}
 	b.nodeAddrs = b.nodePortAddresses(in)
 	b.ownAddrs = ownAddresses(in)
-	b.peerAddrs = peerAddresses(in)
+	b.peerAddrs = in.PeerAddresses
 	b.extCIDRs = in.ExternalIPCIDRs
 	b.primary = primaryAddrs(in.ThisNode())
 	tb := trackBuilder{builder: b, hcFilter: healthCheckFilter(in), localAddrs: in.LocalAddresses}
@@ -111,8 +111,10 @@ func newTrackBuilder(in model.Input) trackBuilder {
 	// veth gets an IPv6 link-local address), and only Services with
 	// NodePorts, externalIPs or health checks read them: they are kept
 	// apart so such a change recomputes those Services, not every one.
+	// The other Nodes' addresses enter by their digest: a change of one
+	// Service must not format thousands of them.
 	tb.coreFP = fmt.Sprint(b.node, b.extCIDRs)
-	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.peerAddrs, b.primary, tb.hcFilter, tb.localAddrs)
+	tb.fp = tb.coreFP + fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.peerAddrs.Sum(), b.primary, tb.hcFilter, tb.localAddrs)
 	return tb
 }
 

@@ -1,6 +1,7 @@
 package servicemap
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -22,7 +23,9 @@ import (
 // state give the new one. This node's fact changes must make Update
 // refuse; a change of other Nodes alone must not. The inputs carry
 // externalTrafficPolicy Local, source ranges (valid and malformed),
-// nodePorts and several Nodes (decodeExtras).
+// nodePorts and several Nodes (decodeExtras). Update gets the node facts
+// as the agent hands them over (nodeFacts): this Node alone, the others
+// as PeerAddresses, so a Tracker that read other Nodes differs from Build.
 func TestTrackerMatchesBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	randomInput := func() model.Input {
@@ -87,7 +90,8 @@ func TestTrackerMatchesBuild(t *testing.T) {
 				mutate(rng, &next, pool)
 			}
 			next = unique(next)
-			d, ps, ok := tr.Update(next, changedObjects(in, next))
+			next.PeerAddresses = PeerAddresses(next)
+			d, ps, ok := tr.Update(nodeFacts(next), changedObjects(in, next))
 			if !ok && otherNodesOnly {
 				t.Fatalf("run %d step %d: a change of other Nodes made Update refuse (a full rebuild)", run, step)
 			}
@@ -141,6 +145,17 @@ func checkTracker(t *testing.T, run, step int, in model.Input, tr *Tracker, st S
 	if got := tr.Totals(); got.Frontends != tot.Frontends || got.Backends != tot.Backends {
 		t.Fatalf("run %d step %d: totals %+v, counted %+v", run, step, got, tot)
 	}
+}
+
+// nodeFacts is what the agent hands Update: source.Tracked's NodeInput
+// (this Node alone) with the other Nodes' addresses as a fact.
+func nodeFacts(in model.Input) model.Input {
+	this := in.ThisNode()
+	in.Services, in.Slices, in.Nodes = nil, nil, nil
+	if this != nil {
+		in.Nodes = []*corev1.Node{this}
+	}
+	return in
 }
 
 // unique keeps the first object of each name, as an informer holds one.
@@ -289,7 +304,9 @@ func TestTrackerSourceRangesFollowThePrimaryAddress(t *testing.T) {
 
 // TestTrackerExternalIPsFollowOtherNodes: an externalIP that is another
 // Node's address is captured while that Node holds it, so a change of
-// other Nodes alone (no Service event) adds and removes the frontend.
+// other Nodes alone (no Service event) adds and removes the frontend. As
+// in the agent, Update sees this Node alone and the others' addresses as
+// PeerAddresses, made again because they changed.
 func TestTrackerExternalIPsFollowOtherNodes(t *testing.T) {
 	s := withExternalIPs(svc("default/web", "10.96.0.10", sport("http", tcp, 80)), "192.0.2.7")
 	me := node("node-a", "zone-a", "InternalIP=192.0.2.5")
@@ -298,7 +315,8 @@ func TestTrackerExternalIPsFollowOtherNodes(t *testing.T) {
 	tr.Full(in)
 	for _, peer := range []string{"InternalIP=192.0.2.7", "InternalIP=192.0.2.8", "ExternalIP=192.0.2.7"} {
 		in.Nodes = []*corev1.Node{me, node("node-b", "zone-a", peer)}
-		if _, _, ok := tr.Update(in, nil); !ok {
+		in.PeerAddresses = PeerAddresses(in)
+		if _, _, ok := tr.Update(nodeFacts(in), nil); !ok {
 			t.Fatalf("%s: Update refused a change of another Node", peer)
 		}
 		want, _ := Build(in)
@@ -309,5 +327,49 @@ func TestTrackerExternalIPsFollowOtherNodes(t *testing.T) {
 		if captured != (peer != "InternalIP=192.0.2.8") {
 			t.Errorf("%s: externalIP 192.0.2.7 captured = %v", peer, captured)
 		}
+	}
+}
+
+// TestTrackerChangeCostsNoOtherNodes: an endpoint change costs the same
+// with 5 000 other Nodes as with one. Update compares the node facts at
+// every change; the other Nodes' 10 000 addresses enter them by their
+// digest, made once when they changed, and are never read from Nodes
+// (which hold every Node here, to show it): a Tracker that computed them
+// again or formatted them into its fingerprint allocates with each.
+func TestTrackerChangeCostsNoOtherNodes(t *testing.T) {
+	api := svc("default/api", "10.96.0.11", sport("http", tcp, 80))
+	slice := func(n int) []*discoveryv1.EndpointSlice {
+		eps := []discoveryv1.Endpoint{ready("10.0.0.1"), ready("10.0.0.2")}
+		return []*discoveryv1.EndpointSlice{v4("default/api-1", "api", httpPort, eps[:n]...)}
+	}
+	cluster := func(others int) model.Input {
+		in := model.Input{Services: []*corev1.Service{api}, Slices: slice(2), NodeName: "node-a",
+			Nodes: []*corev1.Node{node("node-a", "zone-a", "InternalIP=192.0.2.5")}}
+		for i := range others {
+			in.Nodes = append(in.Nodes, node(fmt.Sprintf("node-%d", i), "zone-a",
+				fmt.Sprintf("InternalIP=10.1.%d.%d", i/250, i%250+1), fmt.Sprintf("ExternalIP=2001:db8::%x", i+1)))
+		}
+		in.PeerAddresses = PeerAddresses(in)
+		return in
+	}
+	allocs := func(in model.Input) float64 {
+		var tr Tracker
+		tr.Full(in)
+		nn := nnOf("default", "api")
+		i := 0
+		return testing.AllocsPerRun(50, func() {
+			i++
+			changed := map[types.NamespacedName]ServiceObjects{nn: {Service: api, Slices: slice(2 - i%2)}}
+			if d, _, ok := tr.Update(in, changed); !ok || len(d.Upsert) != 1 {
+				t.Fatalf("an endpoint change: ok %v, %d frontends written, want 1", ok, len(d.Upsert))
+			}
+		})
+	}
+	few, many := cluster(1), cluster(5000)
+	if n := len(many.PeerAddresses.Addrs()); n != 10000 {
+		t.Fatalf("test setup: %d other Nodes' addresses, want 10000", n)
+	}
+	if a, b := allocs(few), allocs(many); b > a {
+		t.Errorf("an endpoint change allocates %v times with 5000 other Nodes, %v with one: it reads their addresses", b, a)
 	}
 }

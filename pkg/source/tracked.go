@@ -30,13 +30,14 @@ type Tracked interface {
 	// the caches hold them now. A name with an empty Name is the
 	// namespace's slices that lack the label.
 	ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjects
-	// NodeInput is Snapshot without Services and Slices: the node facts
-	// (this Node, and the other Nodes, whose addresses are externalIPs
-	// this node may capture).
+	// NodeInput is Snapshot without Services and Slices and without the
+	// other Nodes: the node facts the source holds, read at every
+	// Service change, so it must not list thousands of Nodes.
 	NodeInput() model.Input
 	// Nodes is every Node the source holds, this node's included: what
-	// servicemap.RemoteNodeAddresses reads. Read it when Changes.RemoteNodes
-	// says they changed; the agent does not need it per Service change.
+	// servicemap.RemoteNodeAddresses and servicemap.PeerAddresses read.
+	// Read it when Changes.RemoteNodes says they changed; the agent does
+	// not need it per Service change.
 	Nodes() []*corev1.Node
 }
 
@@ -52,8 +53,9 @@ type Changes struct {
 	Node bool
 	// RemoteNodes is true when another Node was added or removed, or its
 	// addresses changed: where other nodes serve NodePorts
-	// (servicemap.RemoteNodeAddresses) needs computing again, and the
-	// Services with externalIPs (the node facts in NodeInput differ).
+	// (servicemap.RemoteNodeAddresses) and their addresses as externalIPs
+	// this node may capture (servicemap.PeerAddresses, a node fact of
+	// every Service with externalIPs) need computing again.
 	RemoteNodes bool
 	// ServiceObjects and SliceObjects count the objects changed, as
 	// kube-proxy's *_changes_total count them.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,8 +50,12 @@ func (s *Source) ServiceObjects(nn types.NamespacedName) servicemap.ServiceObjec
 	return out
 }
 
-// NodeInput is the node facts alone: every Node, trimmed to what socklb
-// reads, this node's first.
+// NodeInput is the node facts alone: this node's Node object, read
+// without listing the others.
 func (s *Source) NodeInput() model.Input {
-	return model.Input{NodeName: s.nodeName, Nodes: s.Nodes()}
+	in := model.Input{NodeName: s.nodeName}
+	if n, err := s.nodes.Get(s.nodeName); err == nil {
+		in.Nodes = []*corev1.Node{n}
+	}
+	return in
 }

@@ -104,9 +104,10 @@ func TestCheckoutNamesTheTouchedServices(t *testing.T) {
 	if names := nodeNames(s.Nodes()); len(names) != 9 || names[0] != "n1" {
 		t.Errorf("Nodes() = %v, want this node first, then the 8 others", names)
 	}
-	// Other Nodes' addresses are externalIPs this node may capture.
-	if in := s.NodeInput(); len(in.Nodes) != 9 || in.ThisNode() == nil {
-		t.Errorf("NodeInput holds %v, want all 9 Nodes, this node among them", nodeNames(in.Nodes))
+	// NodeInput is read at every Service change, so it lists no other
+	// Node: the agent reads those through Nodes when RemoteNodes is set.
+	if in := s.NodeInput(); len(in.Nodes) != 1 || in.ThisNode() == nil {
+		t.Errorf("NodeInput holds %v, want this node alone", nodeNames(in.Nodes))
 	}
 }
 

@@ -36,14 +36,20 @@ var mutations = []mutation{
 	{
 		name: "another Node's address is no longer a capturable externalIP",
 		file: "pkg/servicemap/external.go",
-		from: "range [][]netip.Addr{b.ownAddrs, b.peerAddrs}",
-		to:   "range [][]netip.Addr{b.ownAddrs}",
+		from: "own || b.peerAddrs.Contains(a)",
+		to:   "own",
 	},
 	{
 		name: "the Tracker's node facts leave out the other Nodes' addresses",
 		file: "pkg/servicemap/tracker.go",
-		from: "fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.peerAddrs, b.primary,",
+		from: "fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.peerAddrs.Sum(), b.primary,",
 		to:   "fmt.Sprint(b.nodeAddrs, b.ownAddrs, b.primary,",
+	},
+	{
+		name: "the Tracker reads the other Nodes' addresses from Nodes at every change",
+		file: "pkg/servicemap/tracker.go",
+		from: "b.peerAddrs = in.PeerAddresses",
+		to:   "b.peerAddrs = PeerAddresses(in)",
 	},
 	{
 		name: "no terminating fallback when nothing is ready (KEP-1669)",
