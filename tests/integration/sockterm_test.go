@@ -280,3 +280,82 @@ func TestConnectedUDPKeepsTerminatingEndpoint(t *testing.T) {
 		t.Errorf("the agent destroyed a socket of an endpoint that still serves:\n%s", e.agentLog())
 	}
 }
+
+// TestConnectedUDPNeverRedialedAfterRemoval: what an application that
+// dials once and never again (statsd, syslog) sees when its endpoint is
+// removed: a deliberate difference. kube-proxy clears the flow and the
+// next datagram goes to a live endpoint. A socket LB can move a socket
+// only by destroying it (the kernel runs no sendmsg hook for a connected
+// UDP socket's send, udp_sendmsg's `!connected`, and offers BPF no way to
+// reconnect one): the destroyed socket is disconnected, so every later
+// send fails with EDESTADDRREQ and the application must dial again. The
+// removed pod receives nothing after the removal either way.
+func TestConnectedUDPNeverRedialedAfterRemoval(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	})
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
+	const queries = 15
+	done := make(chan runOut, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
+			"--count", fmt.Sprint(queries), "--interval", "200ms", "--seq", "--hold")
+		done <- runOut{r, err}
+	}()
+	waitAnswered(t, e, "pod1")
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(2*time.Second, "10.244.1.12:5353")
+	removedAt := e.lab.Counts("udp")["pod1"]
+
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	seq := o.res.Sequence
+	t.Logf("answers: %s", strings.Join(seq, " "))
+	i := slices.Index(seq, "EDESTADDRREQ")
+	if seq[0] != "pod1" || i < 0 {
+		t.Fatalf("sequence %v: want pod1 first, then EDESTADDRREQ once the socket is destroyed", seq)
+	}
+	for _, s := range seq[i:] {
+		if s != "EDESTADDRREQ" {
+			t.Errorf("after the socket was destroyed, a send gave %q; a disconnected UDP socket can only fail (sequence %v)", s, seq)
+			break
+		}
+	}
+	if n := e.lab.Counts("udp")["pod1"]; n != removedAt {
+		t.Errorf("pod1 received %d datagrams after its removal was applied", n-removedAt)
+	}
+}
+
+// TestEmptyUDPServiceRefusesAtConnect: a deliberate difference. Under
+// kube-proxy a UDP socket connects to a Service without endpoints and
+// learns of the REJECT from the ICMP error on its first datagram; when
+// endpoints appear kube-proxy clears the flow and the same socket works.
+// socklb answers at connect(): ECONNREFUSED at once (sendto too), since an
+// untranslated socket would send toward the ClusterIP, which nothing
+// translates per packet. An application that dials before its backend is
+// ready must dial again; that dial then reaches the new endpoint.
+func TestEmptyUDPServiceRefusesAtConnect(t *testing.T) {
+	svc := svcSpec{name: "dns", clusterIPs: []string{vip}}
+	e := startWith(t, threePods, map[string]string{"svc.yaml": svc.yaml()})
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP")
+	for _, mode := range []string{"udp-connected", "udp"} {
+		res, err := e.client().RunResult(e.ctx(), e.cg, mode, "--addr", vip+":53", "--count", "2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Errors["ECONNREFUSED"] != 2 {
+			t.Errorf("%s to a UDP Service without endpoints: %v, errors %v; want ECONNREFUSED at once, twice", mode, res.Replies, res.Errors)
+		}
+	}
+	e.writeManifest("svc.yaml", svc.yaml(readyEP("10.244.1.11", "node-a")))
+	e.waitInspect(2*time.Second, "10.244.1.11:5353")
+	res, err := e.client().UDPConnected(e.ctx(), e.cg, vip+":53", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replies["pod1"] != 3 {
+		t.Errorf("a new dial once the endpoint exists: %v, errors %v; want 3 by pod1", res.Replies, res.Errors)
+	}
+}

@@ -5,7 +5,7 @@
 //
 //	labclient tcp           --addr IP:PORT [--count N] [--timeout D] [--seq]
 //	labclient udp           --addr IP:PORT [--count N] [--timeout D] [--seq]
-//	labclient udp-connected --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect]
+//	labclient udp-connected --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect | --hold]
 //	labclient loop          --addr IP:PORT --duration D [--timeout D] [--interval D]
 //	labclient info
 //
@@ -45,6 +45,7 @@ func main() {
 	timeout := fs.Duration("timeout", 0, "per-attempt timeout (default 2s for tcp, 1s for udp)")
 	seq := fs.Bool("seq", false, "include the per-attempt sequence of answers in the output")
 	reconnect := fs.Bool("reconnect", false, "udp-connected: use a new socket for every query")
+	hold := fs.Bool("hold", false, "udp-connected: keep the one socket whatever fails, never dial again (statsd, syslog)")
 	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting; tcp-hold: how long to hold the socket")
 	interval := fs.Duration("interval", 0, "loop, udp, udp-connected: pause between attempts")
 	_ = fs.Parse(args)
@@ -83,7 +84,7 @@ func main() {
 	case "udp":
 		udpUnconnected(dst, *count, orDefault(*timeout, time.Second), *interval, rec)
 	case "udp-connected":
-		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, *interval, rec)
+		udpConnected(dst, *count, orDefault(*timeout, time.Second), *reconnect, *hold, *interval, rec)
 	case "tcp-hold":
 		tcpHold(dst, orDefault(*timeout, 2*time.Second), *duration, rec)
 	case "loop":
@@ -102,7 +103,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: labclient tcp|tcp-hold|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--duration D] [--interval D]")
+	fmt.Fprintln(os.Stderr, "usage: labclient tcp|tcp-hold|udp|udp-connected|loop|info --addr IP:PORT [--count N] [--timeout D] [--seq] [--reconnect] [--hold] [--duration D] [--interval D]")
 	os.Exit(2)
 }
 
@@ -362,8 +363,9 @@ func udpUnconnected(dst netip.AddrPort, count int, timeout, interval time.Durati
 //
 // Like a resolver, it keeps its socket until the socket fails, then makes a
 // new one; --interval spaces the queries so a test can change the Service
-// while the socket is held.
-func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnect bool, interval time.Duration, rec *recorder) {
+// while the socket is held. With hold it never makes a new one, as a
+// statsd or syslog client that dials once at start.
+func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnect, hold bool, interval time.Duration, rec *recorder) {
 	var c *net.UDPConn
 	defer func() {
 		if c != nil {
@@ -402,16 +404,20 @@ func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnec
 		}
 		if _, err := c.Write([]byte(fmt.Sprintf("q%d", i))); err != nil {
 			rec.record("", err)
-			c.Close()
-			c = nil
+			if !hold {
+				c.Close()
+				c = nil
+			}
 			continue
 		}
 		_ = c.SetReadDeadline(time.Now().Add(timeout))
 		n, err := c.Read(buf)
 		if err != nil {
 			rec.record("", err)
-			c.Close()
-			c = nil
+			if !hold {
+				c.Close()
+				c = nil
+			}
 			continue
 		}
 		if p, err := peerName(c); err == nil {
