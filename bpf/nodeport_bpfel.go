@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type NodeportFragKey struct {
+	_     structs.HostLayout
+	Saddr [16]uint8
+	Daddr [16]uint8
+	Id    uint32
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type NodeportFragValue struct {
+	_     structs.HostLayout
+	Sport uint16
+	Dport uint16
+}
+
 type NodeportScratchSpace struct {
 	_    structs.HostLayout
 	Orig struct {
@@ -57,6 +72,7 @@ const (
 	NodeportMapBackends             = "backends"
 	NodeportMapFlowEvents           = "flow_events"
 	NodeportMapFlows                = "flows"
+	NodeportMapFragPorts            = "frag_ports"
 	NodeportMapMembers              = "members"
 	NodeportMapNatDevs              = "nat_devs"
 	NodeportMapNodeAddrs            = "node_addrs"
@@ -136,6 +152,7 @@ type NodeportMapSpecs struct {
 	Backends   *ebpf.MapSpec `ebpf:"backends"`
 	FlowEvents *ebpf.MapSpec `ebpf:"flow_events"`
 	Flows      *ebpf.MapSpec `ebpf:"flows"`
+	FragPorts  *ebpf.MapSpec `ebpf:"frag_ports"`
 	Members    *ebpf.MapSpec `ebpf:"members"`
 	NatDevs    *ebpf.MapSpec `ebpf:"nat_devs"`
 	NodeAddrs  *ebpf.MapSpec `ebpf:"node_addrs"`
@@ -189,6 +206,7 @@ type NodeportMaps struct {
 	Backends   *ebpf.Map `ebpf:"backends"`
 	FlowEvents *ebpf.Map `ebpf:"flow_events"`
 	Flows      *ebpf.Map `ebpf:"flows"`
+	FragPorts  *ebpf.Map `ebpf:"frag_ports"`
 	Members    *ebpf.Map `ebpf:"members"`
 	NatDevs    *ebpf.Map `ebpf:"nat_devs"`
 	NodeAddrs  *ebpf.Map `ebpf:"node_addrs"`
@@ -208,6 +226,7 @@ func (m *NodeportMaps) Close() error {
 		m.Backends,
 		m.FlowEvents,
 		m.Flows,
+		m.FragPorts,
 		m.Members,
 		m.NatDevs,
 		m.NodeAddrs,

@@ -18,6 +18,7 @@
 
 #include "extlb.h"
 #include "flow.h"
+#include "frag.h"
 #include "fwd.h"
 #include "icmp.h"
 #include "pkt.h"
@@ -232,6 +233,11 @@ int socklb_from_netdev(struct __sk_buff *skb)
 
 	switch (pkt_parse(skb, &p)) {
 	case PKT_OK:
+		frag_note(&p);
+		break;
+	case PKT_FRAG_LATER:
+		if (!frag_ports_of(&p))
+			return TC_ACT_OK;
 		break;
 	case PKT_ICMP_ERR:
 		return icmp_from_netdev(skb, &p);
@@ -242,6 +248,10 @@ int socklb_from_netdev(struct __sk_buff *skb)
 	f = flow_lookup(&p, now);
 	if (f && f->dir == FLOW_REPLY)
 		return (f->flags & FLOW_F_SNAT) ? send_reply(skb, &p, f) : TC_ACT_OK;
+	/* A later fragment follows its first one's flow, never starts or
+	 * moves one: the first fragment decided. */
+	if (p.frag == PKT_FRAG_REST)
+		return f ? send_orig(skb, &p, f) : TC_ACT_OK;
 	if (f && p.proto == IPPROTO_UDP && !still_member(f)) {
 		end_flow(&p, f);
 		f = NULL;
@@ -290,6 +300,11 @@ int socklb_to_netdev(struct __sk_buff *skb)
 
 	switch (pkt_parse(skb, &p)) {
 	case PKT_OK:
+		frag_note(&p);
+		break;
+	case PKT_FRAG_LATER:
+		if (!frag_ports_of(&p))
+			return TC_ACT_OK;
 		break;
 	case PKT_ICMP_ERR:
 		return icmp_to_netdev(skb, &p);

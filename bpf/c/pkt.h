@@ -21,6 +21,18 @@
 #define PKT_IP_MF 0x2000
 #define PKT_IP_OFFSET 0x1fff
 
+/* The IPv6 fragment header (RFC 8200 4.5), and its offset and M bits. */
+#define PKT_IPPROTO_FRAGMENT 44
+#define PKT_IP6_OFFSET 0xfff8
+#define PKT_IP6_MF 0x0001
+
+struct pkt_frag6 {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off;
+	__be32 id;
+};
+
 #define PKT_TCP_FIN 0x01
 #define PKT_TCP_SYN 0x02
 #define PKT_TCP_RST 0x04
@@ -28,9 +40,17 @@
 
 enum pkt_parse {
 	PKT_OK = 0,
-	PKT_OTHER = 1,	   /* not TCP or UDP over IPv4/IPv6 (or a fragment): not ours */
+	PKT_OTHER = 1,	   /* not TCP or UDP over IPv4/IPv6: not ours */
 	PKT_BAD = 2,	   /* truncated headers */
 	PKT_ICMP_ERR = 3,  /* an ICMP error: p is the packet it quotes (icmp.h) */
+	PKT_FRAG_LATER = 4, /* a fragment after the first: addresses only, no L4 header (frag.h) */
+};
+
+/* pkt.frag: where a packet sits in a fragmented datagram. */
+enum pkt_frag {
+	PKT_FRAG_NONE = 0,
+	PKT_FRAG_FIRST = 1, /* offset 0, more to come: it holds the L4 header */
+	PKT_FRAG_REST = 2,  /* offset > 0 */
 };
 
 /* How a packet's L4 checksum covers its addresses. */
@@ -51,6 +71,9 @@ struct pkt {
 	__u8 is6;
 	__u8 tcp_flags;
 	__u8 addr_csum; /* enum pkt_csum */
+	__u8 frag;	/* enum pkt_frag */
+	__u8 pad[3];
+	__be32 ip_id;	/* the datagram's id, which its fragments share (IPv4's 16 bits) */
 	__u32 l3_off;
 	__u32 l4_off;
 	__u32 csum_off; /* the checksum covering the ports (and maybe addresses) */
@@ -77,8 +100,12 @@ static __always_inline enum pkt_parse pkt_l3(struct __sk_buff *skb, struct pkt *
 			return PKT_BAD;
 		if (ip.ihl < 5)
 			return PKT_BAD;
-		if (ip.frag_off & bpf_htons(PKT_IP_MF | PKT_IP_OFFSET))
-			return PKT_OTHER;
+		p->frag = PKT_FRAG_NONE;
+		if (ip.frag_off & bpf_htons(PKT_IP_OFFSET))
+			p->frag = PKT_FRAG_REST;
+		else if (ip.frag_off & bpf_htons(PKT_IP_MF))
+			p->frag = PKT_FRAG_FIRST;
+		p->ip_id = ip.id;
 		addr_from_v4(p->saddr, ip.saddr);
 		addr_from_v4(p->daddr, ip.daddr);
 		p->proto = ip.protocol;
@@ -90,8 +117,24 @@ static __always_inline enum pkt_parse pkt_l3(struct __sk_buff *skb, struct pkt *
 			return PKT_BAD;
 		__builtin_memcpy(p->saddr, &ip6.saddr, 16);
 		__builtin_memcpy(p->daddr, &ip6.daddr, 16);
+		p->frag = PKT_FRAG_NONE;
 		p->proto = ip6.nexthdr;
 		p->l4_off = off + sizeof(ip6);
+		/* A fragment header right after the fixed one; other
+		 * extension headers are not ours. */
+		if (p->proto == PKT_IPPROTO_FRAGMENT) {
+			struct pkt_frag6 fh;
+
+			if (bpf_skb_load_bytes(skb, p->l4_off, &fh, sizeof(fh)) < 0)
+				return PKT_BAD;
+			p->proto = fh.nexthdr;
+			p->l4_off += sizeof(fh);
+			p->ip_id = fh.id;
+			if (fh.frag_off & bpf_htons(PKT_IP6_OFFSET))
+				p->frag = PKT_FRAG_REST;
+			else if (fh.frag_off & bpf_htons(PKT_IP6_MF))
+				p->frag = PKT_FRAG_FIRST;
+		}
 	}
 	return PKT_OK;
 }
@@ -127,11 +170,12 @@ static __always_inline int pkt_is_icmp_err(struct __sk_buff *skb, const struct p
 	return type == PKT_ICMP_DEST_UNREACH || type == PKT_ICMP_TIME_EXCEEDED || type == PKT_ICMP_PARAMETERPROB;
 }
 
-/* pkt_parse reads the packet's 5-tuple. IPv4 fragments are left alone:
- * only the first holds the ports, and translating it alone would split the
- * datagram between two destinations. IPv6 extension headers likewise. An
- * ICMP error is read as its outer packet (addresses only): pkt_quote reads
- * the packet it quotes. */
+/* pkt_parse reads the packet's 5-tuple. Of a fragmented datagram only the
+ * first fragment holds the ports: a later one is PKT_FRAG_LATER, its
+ * addresses read and its ports left to frag.h, which the first one's left
+ * behind. IPv6 extension headers other than a fragment header are not ours.
+ * An ICMP error is read as its outer packet (addresses only): pkt_quote
+ * reads the packet it quotes. */
 static __always_inline enum pkt_parse pkt_parse(struct __sk_buff *skb, struct pkt *p)
 {
 	enum pkt_parse r;
@@ -145,6 +189,15 @@ static __always_inline enum pkt_parse pkt_parse(struct __sk_buff *skb, struct pk
 	r = pkt_l3(skb, p, ETH_HLEN);
 	if (r != PKT_OK)
 		return r;
+	if (p->frag == PKT_FRAG_REST) {
+		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+			return PKT_OTHER;
+		/* No L4 header here: only the addresses change, and the
+		 * first fragment's L4 checksum covers them. */
+		p->tcp_flags = 0;
+		p->addr_csum = PKT_CSUM_NONE;
+		return PKT_FRAG_LATER;
+	}
 	if (pkt_is_icmp_err(skb, p)) {
 		p->csum_off = p->l4_off + 2;
 		p->csum_flags = 0;
@@ -171,6 +224,8 @@ static __always_inline enum pkt_parse pkt_quote(struct __sk_buff *skb, const str
 	q->is6 = outer->is6;
 	/* The quoted packet follows the 8-byte ICMP header. */
 	r = pkt_l3(skb, q, outer->l4_off + 8);
+	if (r == PKT_OK && q->frag == PKT_FRAG_REST)
+		r = PKT_OTHER;
 	if (r == PKT_OK)
 		r = pkt_ports(skb, q);
 	if (r != PKT_OK)
@@ -242,6 +297,11 @@ __noinline int pkt_set_addr(struct __sk_buff *skb, struct pkt *p, int dst, const
 
 	if (pkt_set_ip(skb, p, dst, addr) < 0)
 		return -1;
+	if (p->frag == PKT_FRAG_REST) {
+		/* The ports are in the first fragment, rewritten there. */
+		*cur_port = port;
+		return 0;
+	}
 	if (*cur_port != port) {
 		__u32 off = p->l4_off + (dst ? 2 : 0);
 

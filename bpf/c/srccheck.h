@@ -56,7 +56,9 @@ static __always_inline int srccheck_pass(struct __sk_buff *skb)
 	if (!st || !st->src_check)
 		return 1;
 	p.is6 = skb->protocol == bpf_htons(ETH_P_IPV6);
-	if (pkt_l3(skb, &p, 0) != PKT_OK || pkt_ports(skb, &p) != PKT_OK)
+	/* A socket's packets are checked before IP fragments them; a later
+	 * fragment (an IP_HDRINCL socket's) has no ports to check by. */
+	if (pkt_l3(skb, &p, 0) != PKT_OK || p.frag == PKT_FRAG_REST || pkt_ports(skb, &p) != PKT_OK)
 		return 1;
 	if (!srccheck_frontend(st, &p, &sv) || lb_src_allowed(&sv, p.saddr))
 		return 1;

@@ -21,7 +21,8 @@ const (
 	// agent process and are never pinned.
 	objSockterm object = "sockterm.c"
 	// objNodeport is nodeport.c, the per-packet path on the devices: its
-	// one map of its own is per-CPU scratch space, never pinned.
+	// own maps (per-CPU scratch space, the ports of datagrams being
+	// fragmented) are never pinned.
 	objNodeport object = "nodeport.c"
 )
 
@@ -92,6 +93,9 @@ var mapTable = []mapDef{
 		key: uint32(0), value: uint64(0)},
 	{name: socklbbpf.NodeportMapScratch, owner: objNodeport,
 		key: uint32(0), value: socklbbpf.NodeportScratchSpace{}},
+	// Datagrams being fragmented through the node: fixed in C, an LRU.
+	{name: socklbbpf.NodeportMapFragPorts, owner: objNodeport,
+		key: socklbbpf.NodeportFragKey{}, value: socklbbpf.NodeportFragValue{}},
 	// One walk's targets are the backends one Apply retired: at most every
 	// backend, so sized like backends the writes never fail. A flag of
 	// its own would be one more number users could get wrong.
