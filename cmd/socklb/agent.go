@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -33,17 +34,17 @@ SocklbConfiguration file (--config); flags given here override it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := o.parse(cmd.Flags(), args)
 			if err != nil {
-				return err
+				return failBeforeLogging(&o.cfg.Logging, err)
 			}
 			if o.writeConfigTo != "" {
 				if err := writeConfigFile(o.writeConfigTo, o.cfg); err != nil {
-					return err
+					return failBeforeLogging(f.logging, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "wrote the effective configuration to %s\n", o.writeConfigTo)
 				return nil
 			}
 			if err := f.resolveNodeName(); err != nil {
-				return err
+				return failBeforeLogging(f.logging, err)
 			}
 			return runAgent(f)
 		},
@@ -60,12 +61,18 @@ SocklbConfiguration file (--config); flags given here override it.`,
 	return cmd
 }
 
+// runAgent applies the logging flags, runs the agent and, when the log is
+// JSON, makes its fatal error the log's last record (logFatal).
 func runAgent(f agentFlags) error {
 	log, flush, err := startLogging(f.logging)
 	if err != nil {
 		return fmt.Errorf("logging: %w", err)
 	}
 	defer flush()
+	return logFatal(log, f.logging, serveAgent(log, f))
+}
+
+func serveAgent(log *slog.Logger, f agentFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -88,27 +95,7 @@ func runAgent(f agentFlags) error {
 		return err
 	}
 	start := time.Now()
-	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) {
-		return datapath.Open(datapath.Config{
-			BPFFSPath:   f.bpffsPath,
-			CgroupPath:  f.cgroupPath,
-			MaxServices: uint32(f.maxServices),
-			MaxBackends: uint32(f.maxBackends),
-			MaxAffinity: uint32(f.maxAffinity),
-			MaxFlows:    uint32(f.maxFlows),
-			HostNSOnly:  f.hostNSOnly,
-			PacketLB:    f.packetLB,
-			NATPortMin:  f.natPortMin,
-			NATPortMax:  f.natPortMax,
-
-			TerminateSockets: datapath.SocketTermination(f.terminateSockets),
-			LockTimeout:      f.lockTimeout,
-			LockWait: func(holder string) {
-				log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
-			},
-			DisableFeatures: f.disableFeatures,
-		})
-	})
+	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) { return datapath.Open(datapathConfig(f, log)) })
 	if err != nil {
 		return err
 	}
@@ -166,6 +153,29 @@ func runAgent(f agentFlags) error {
 	err = a.Run(ctx, src)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
+}
+
+// datapathConfig is the datapath the flags ask for.
+func datapathConfig(f agentFlags, log *slog.Logger) datapath.Config {
+	return datapath.Config{
+		BPFFSPath:   f.bpffsPath,
+		CgroupPath:  f.cgroupPath,
+		MaxServices: uint32(f.maxServices),
+		MaxBackends: uint32(f.maxBackends),
+		MaxAffinity: uint32(f.maxAffinity),
+		MaxFlows:    uint32(f.maxFlows),
+		HostNSOnly:  f.hostNSOnly,
+		PacketLB:    f.packetLB,
+		NATPortMin:  f.natPortMin,
+		NATPortMax:  f.natPortMax,
+
+		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
+		LockTimeout:      f.lockTimeout,
+		LockWait: func(holder string) {
+			log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
+		},
+		DisableFeatures: f.disableFeatures,
+	}
 }
 
 // isLoopbackAddr tells whether a bind address (host:port) listens on
