@@ -87,6 +87,14 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 			return err
 		}
 	}
+	// The last checks, before anything is created: after a failure here
+	// there is nothing to clean up.
+	dpCfg := datapathConfig(f, log)
+	lns, err := preflight(f, dpCfg)
+	if err != nil {
+		return err
+	}
+	defer lns.Close()
 	// The source starts now, before the datapath: its informers' LIST
 	// overlaps the BPF load. Its problems wait for the agent.
 	late := &lateReport{}
@@ -95,7 +103,7 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 		return err
 	}
 	start := time.Now()
-	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) { return datapath.Open(datapathConfig(f, log)) })
+	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) { return datapath.Open(dpCfg) })
 	if err != nil {
 		return err
 	}
@@ -140,16 +148,7 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 		return err
 	}
 	late.deliver(a.Report)
-	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, a.HealthHandler()); err != nil {
-		return err
-	} else if addr != nil {
-		log.Info("serving health", "addr", addr.String())
-	}
-	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, a.MetricsHandler(f.profiling)); err != nil {
-		return err
-	} else if addr != nil {
-		log.Info("serving metrics", "addr", addr.String())
-	}
+	lns.serve(ctx, log, a, f.profiling)
 	err = a.Run(ctx, src)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
