@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -33,17 +34,17 @@ SocklbConfiguration file (--config); flags given here override it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := o.parse(cmd.Flags(), args)
 			if err != nil {
-				return err
+				return failBeforeLogging(&o.cfg.Logging, err)
 			}
 			if o.writeConfigTo != "" {
 				if err := writeConfigFile(o.writeConfigTo, o.cfg); err != nil {
-					return err
+					return failBeforeLogging(f.logging, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "wrote the effective configuration to %s\n", o.writeConfigTo)
 				return nil
 			}
 			if err := f.resolveNodeName(); err != nil {
-				return err
+				return failBeforeLogging(f.logging, err)
 			}
 			return runAgent(f)
 		},
@@ -60,12 +61,18 @@ SocklbConfiguration file (--config); flags given here override it.`,
 	return cmd
 }
 
+// runAgent applies the logging flags, runs the agent and, when the log is
+// JSON, makes its fatal error the log's last record (logFatal).
 func runAgent(f agentFlags) error {
 	log, flush, err := startLogging(f.logging)
 	if err != nil {
 		return fmt.Errorf("logging: %w", err)
 	}
 	defer flush()
+	return logFatal(log, f.logging, serveAgent(log, f))
+}
+
+func serveAgent(log *slog.Logger, f agentFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -80,6 +87,14 @@ func runAgent(f agentFlags) error {
 			return err
 		}
 	}
+	// The last checks, before anything is created: after a failure here
+	// there is nothing to clean up.
+	dpCfg := datapathConfig(f, log)
+	lns, err := preflight(f, dpCfg)
+	if err != nil {
+		return err
+	}
+	defer lns.Close()
 	// The source starts now, before the datapath: its informers' LIST
 	// overlaps the BPF load. Its problems wait for the agent.
 	late := &lateReport{}
@@ -88,27 +103,7 @@ func runAgent(f agentFlags) error {
 		return err
 	}
 	start := time.Now()
-	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) {
-		return datapath.Open(datapath.Config{
-			BPFFSPath:   f.bpffsPath,
-			CgroupPath:  f.cgroupPath,
-			MaxServices: uint32(f.maxServices),
-			MaxBackends: uint32(f.maxBackends),
-			MaxAffinity: uint32(f.maxAffinity),
-			MaxFlows:    uint32(f.maxFlows),
-			HostNSOnly:  f.hostNSOnly,
-			PacketLB:    f.packetLB,
-			NATPortMin:  f.natPortMin,
-			NATPortMax:  f.natPortMax,
-
-			TerminateSockets: datapath.SocketTermination(f.terminateSockets),
-			LockTimeout:      f.lockTimeout,
-			LockWait: func(holder string) {
-				log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
-			},
-			DisableFeatures: f.disableFeatures,
-		})
-	})
+	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) { return datapath.Open(dpCfg) })
 	if err != nil {
 		return err
 	}
@@ -153,19 +148,33 @@ func runAgent(f agentFlags) error {
 		return err
 	}
 	late.deliver(a.Report)
-	if addr, err := agent.Listen(ctx, log, "--healthz-bind-address", f.healthzAddr, a.HealthHandler()); err != nil {
-		return err
-	} else if addr != nil {
-		log.Info("serving health", "addr", addr.String())
-	}
-	if addr, err := agent.Listen(ctx, log, "--metrics-bind-address", f.metricsAddr, a.MetricsHandler(f.profiling)); err != nil {
-		return err
-	} else if addr != nil {
-		log.Info("serving metrics", "addr", addr.String())
-	}
+	lns.serve(ctx, log, a, f.profiling)
 	err = a.Run(ctx, src)
 	log.Info("stopping; the datapath stays in place (`socklb cleanup` removes it)")
 	return err
+}
+
+// datapathConfig is the datapath the flags ask for.
+func datapathConfig(f agentFlags, log *slog.Logger) datapath.Config {
+	return datapath.Config{
+		BPFFSPath:   f.bpffsPath,
+		CgroupPath:  f.cgroupPath,
+		MaxServices: uint32(f.maxServices),
+		MaxBackends: uint32(f.maxBackends),
+		MaxAffinity: uint32(f.maxAffinity),
+		MaxFlows:    uint32(f.maxFlows),
+		HostNSOnly:  f.hostNSOnly,
+		PacketLB:    f.packetLB,
+		NATPortMin:  f.natPortMin,
+		NATPortMax:  f.natPortMax,
+
+		TerminateSockets: datapath.SocketTermination(f.terminateSockets),
+		LockTimeout:      f.lockTimeout,
+		LockWait: func(holder string) {
+			log.Info("waiting for another socklb agent to release the pin directory", "bpffs", f.bpffsPath, "holder", holder, "timeout", f.lockTimeout)
+		},
+		DisableFeatures: f.disableFeatures,
+	}
 }
 
 // isLoopbackAddr tells whether a bind address (host:port) listens on

@@ -35,6 +35,16 @@ func TestParseAgentFlags(t *testing.T) {
 		{"nat ports privileged", []string{"--nat-port-range", "80-1000"}, "1024 <= first"},
 		{"nat ports not a range", []string{"--nat-port-range", "61000"}, "want first-last"},
 		{"zero flows", []string{"--max-flows", "0"}, "--max-flows=0"},
+		{"bind address without a port", []string{"--healthz-bind-address", "127.0.0.1"}, `--healthz-bind-address="127.0.0.1": want IP:port`},
+		{"bind address with a host name", []string{"--metrics-bind-address", "node-a:10249"}, `"node-a" is not an IP address`},
+		{"bind address with a port name", []string{"--healthz-bind-address", "0.0.0.0:http"}, `port "http" is not a number`},
+		{"bind address port out of range", []string{"--healthz-bind-address", "0.0.0.0:70000"}, `port "70000" is not a number from 0 to 65535`},
+		{"bind addresses disabled", []string{"--healthz-bind-address=", "--metrics-bind-address="}, ""},
+		{"bind address localhost", []string{"--metrics-bind-address", "localhost:0"}, ""},
+		{"bad socket termination", []string{"--terminate-sockets", "tcp"}, `--terminate-sockets="tcp": use none, udp or all`},
+		{"relative bpffs path", []string{"--bpffs-path", "socklb"}, `--bpffs-path="socklb": want an absolute directory`},
+		{"relative cgroup path", []string{"--cgroup-path", "unified"}, `--cgroup-path="unified": want an absolute`},
+		{"negative lock timeout", []string{"--lock-timeout", "-1s"}, "--lock-timeout=-1s: must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := parseAgentFlags(tc.args)
@@ -42,8 +52,11 @@ func TestParseAgentFlags(t *testing.T) {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
 				}
-				if f.nodeName == "" || f.bpffsPath != defaultBPFFS || f.healthzAddr != "0.0.0.0:10256" ||
-					(f.metricsAddr != "127.0.0.1:10249" && !slices.Contains(tc.args, "--metrics-bind-address")) {
+				given := func(flag string) bool {
+					return slices.ContainsFunc(tc.args, func(a string) bool { return strings.HasPrefix(a, flag) })
+				}
+				if f.nodeName == "" || f.bpffsPath != defaultBPFFS || (f.healthzAddr != "0.0.0.0:10256" && !given("--healthz-bind-address")) ||
+					(f.metricsAddr != "127.0.0.1:10249" && !given("--metrics-bind-address")) {
 					t.Fatalf("defaults not kube-proxy's: %+v", f)
 				}
 				return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -189,6 +190,29 @@ func (o *agentOptions) complete() (agentFlags, error) {
 	}
 	if len(f.devices) > 0 && !f.packetLB {
 		return f, fmt.Errorf("--devices %s is for --packet-lb, which is off: add --packet-lb or drop --devices", strings.Join(f.devices, ","))
+	}
+	switch datapath.SocketTermination(f.terminateSockets) {
+	case datapath.TerminateNone, datapath.TerminateUDP, datapath.TerminateAll:
+	default:
+		return f, fmt.Errorf("--terminate-sockets=%q: use none, udp or all", f.terminateSockets)
+	}
+	if !filepath.IsAbs(f.bpffsPath) {
+		return f, fmt.Errorf("--bpffs-path=%q: want an absolute directory on a bpf filesystem, such as %s", f.bpffsPath, defaultBPFFS)
+	}
+	if f.cgroupPath != "" && !filepath.IsAbs(f.cgroupPath) {
+		return f, fmt.Errorf("--cgroup-path=%q: want an absolute cgroup v2 directory, or none for the cgroup2 mount", f.cgroupPath)
+	}
+	for name, d := range map[string]time.Duration{"--lock-timeout": f.lockTimeout, "--pin-check-interval": f.pinCheckInterval, "--healthz-timeout": f.healthTimeout,
+		"--conntrack-tcp-timeout-established": f.ctEstablished, "--conntrack-tcp-timeout-close-wait": f.ctCloseWait} {
+		if d < 0 {
+			return f, fmt.Errorf("%s=%s: must not be negative", name, d)
+		}
+	}
+	if err := checkBindAddress("--healthz-bind-address", f.healthzAddr); err != nil {
+		return f, err
+	}
+	if err := checkBindAddress("--metrics-bind-address", f.metricsAddr); err != nil {
+		return f, err
 	}
 	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity, "--max-flows": f.maxFlows} {
 		if v == 0 || v > 1<<31 {

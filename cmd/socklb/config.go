@@ -92,7 +92,8 @@ func defaultConfig() *SocklbConfiguration {
 
 // loadConfigFile decodes path over the defaults. Decoding is strict, as
 // kube-proxy's: a misspelt field would otherwise be silently ignored and
-// its default used.
+// its default used, and a field given twice would silently take its last
+// value.
 func loadConfigFile(path string) (*SocklbConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -104,6 +105,9 @@ func loadConfigFile(path string) (*SocklbConfiguration, error) {
 	}
 	if tm.APIVersion != configAPIVersion || tm.Kind != configKind {
 		return nil, fmt.Errorf("--config %s: apiVersion %q kind %q: want apiVersion: %s and kind: %s", path, tm.APIVersion, tm.Kind, configAPIVersion, configKind)
+	}
+	if err := duplicateKey(data); err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {

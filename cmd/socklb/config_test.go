@@ -76,6 +76,10 @@ logging:
 				}
 			}},
 		{name: "unknown field", file: header + "maxBackend: 2000\n", wantErr: []string{`unknown field "maxBackend"`, "--write-config-to"}},
+		{name: "duplicate field", file: header + "maxBackends: 1000\nmaxServices: 10\nmaxBackends: 2000\n",
+			wantErr: []string{`line 5: "maxBackends" is given twice (first at line 3): keep one`}},
+		{name: "duplicate nested field", file: header + "logging:\n  format: json\n  format: text\n",
+			wantErr: []string{`line 5: "logging.format" is given twice (first at line 4)`}},
 		{name: "unknown nested field", file: header + "logging:\n  formatt: json\n", wantErr: []string{`unknown field "logging.formatt"`}},
 		{name: "wrong apiVersion", file: "apiVersion: socklb.io/v1\nkind: SocklbConfiguration\n", wantErr: []string{`apiVersion "socklb.io/v1"`, "want apiVersion: socklb.io/v1alpha1"}},
 		{name: "wrong kind", file: "apiVersion: socklb.io/v1alpha1\nkind: KubeProxyConfiguration\n", wantErr: []string{`kind "KubeProxyConfiguration"`, "kind: SocklbConfiguration"}},

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -15,6 +16,9 @@ import (
 func main() {
 	cmd := newRootCommand()
 	if err := cmd.Execute(); err != nil {
+		if errors.As(err, new(errLogged)) {
+			os.Exit(1) // the agent's JSON log holds it (logFatal)
+		}
 		name := "socklb"
 		if c, _, ferr := cmd.Find(os.Args[1:]); ferr == nil && c != cmd {
 			name += " " + c.Name()

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMain runs main() itself when asked, so TestCommandLine checks the
@@ -27,18 +29,29 @@ func TestMain(m *testing.M) {
 
 func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return runMainFor(t, 2*time.Minute, args...)
+}
+
+// runMainFor is runMain for an agent that may start for good: it is sent
+// SIGTERM after timeout (an agent stops with exit 0).
+func runMainFor(t *testing.T, timeout time.Duration, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(), "SOCKLB_TEST_RUN_MAIN=1", "SOCKLB_TEST_ARGS="+strings.Join(args, " "))
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
+	if ctx.Err() != nil {
+		t.Logf("socklb %s: still running after %s, stopped with SIGTERM", strings.Join(args, " "), timeout)
+	}
+	if cmd.ProcessState == nil {
 		t.Fatal(err)
 	}
-	return code, o.String(), e.String()
+	return cmd.ProcessState.ExitCode(), o.String(), e.String()
 }
 
 // TestCommandLine: help exits 0 on stdout with the flags grouped as

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,16 +38,11 @@ func (a *Agent) MetricsHandler(profiling bool) http.Handler {
 	return mux
 }
 
-// Listen binds addr now, so a taken port is a startup error naming the flag,
-// and serves h until ctx is done. An empty addr disables the endpoint.
-func Listen(ctx context.Context, log *slog.Logger, flag, addr string, h http.Handler) (net.Addr, error) {
-	if addr == "" {
-		return nil, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
-	}
+// Serve serves h on ln until ctx is done, and returns the address it
+// serves on. The caller binds ln first, before anything else of the start
+// (cmd/socklb's preflight), so a taken port fails the start naming the
+// flag (flag) with nothing created yet.
+func Serve(ctx context.Context, log *slog.Logger, flag string, ln net.Listener, h http.Handler) net.Addr {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -61,5 +55,5 @@ func Listen(ctx context.Context, log *slog.Logger, flag, addr string, h http.Han
 			log.Error("http server stopped", "flag", flag, "err", err)
 		}
 	}()
-	return ln.Addr(), nil
+	return ln.Addr()
 }

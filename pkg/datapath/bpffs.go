@@ -54,6 +54,11 @@ func ensurePinDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("checking pin directory %s: %w", dir, err)
 	}
+	return checkPinDir(dir, fi)
+}
+
+// checkPinDir is ensurePinDir's check of an existing directory.
+func checkPinDir(dir string, fi os.FileInfo) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !fi.IsDir() || !ok {
 		return fmt.Errorf("pin directory %s is not a directory (a symlink or a file): remove it and restart, or pass another --bpffs-path", dir)

@@ -50,10 +50,11 @@ type Datapath struct {
 
 // Open loads socklb's programs and maps (adopting pinned maps and their
 // contents when an earlier agent left them), and, when cfg.CgroupPath is
-// set, attaches the hooks to that cgroup with pinned links.
+// set, attaches the hooks to that cgroup with pinned links. It checks its
+// Config (Check) before it creates or mounts anything.
 func Open(cfg Config) (*Datapath, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	if err := ensureBPFFS(cfg.BPFFSPath); err != nil {
