@@ -3,6 +3,9 @@
 GO      ?= go
 BIN     := bin/socklb
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The commit, for `socklb version` and socklb_build_info: the image builds
+# record no VCS stamp, so they are given it (-X main.revision).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 FUZZTIME ?= 10s
 
 .PHONY: all build image generate check-generated test osdeps-test osdeps-demo mutants unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
@@ -24,7 +27,7 @@ kubectl-socklb:
 # `skopeo copy oci-archive:bin/socklb-image.tar docker://REGISTRY/socklb:TAG`.
 IMAGE ?= localhost/socklb:$(VERSION)
 image:
-	$(GO) run ./deploy/image --out bin/socklb-image.tar --name $(IMAGE) --version $(VERSION)
+	$(GO) run ./deploy/image --out bin/socklb-image.tar --name $(IMAGE) --version $(VERSION) --revision "$(REVISION)"
 
 generate:
 	$(GO) generate ./bpf/...

@@ -38,7 +38,7 @@ func (c *cluster) exec(ctx context.Context, p *corev1.Pod, command []string, std
 // stderr and names the pod.
 func (c *cluster) execOutput(ctx context.Context, p *corev1.Pod, command []string) ([]byte, error) {
 	var out, errOut bytes.Buffer
-	err := c.exec(ctx, p, command, &out, &errOut)
+	err := c.run(ctx, p, command, &out, &errOut)
 	if err != nil {
 		err = fmt.Errorf("%v in pod %s/%s on node %s: %w%s", command, p.Namespace, p.Name, p.Spec.NodeName, err, trimmed(errOut.String()))
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func newInspectCommand(o *options) *cobra.Command {
@@ -35,15 +38,24 @@ to one Service.`,
 			if err := runnable(p); err != nil {
 				return err
 			}
-			command := []string{"/socklb", "inspect", "--bpffs-path=" + agentArg(p, "bpffs-path", "/sys/fs/bpf/socklb"), "-o", output}
-			command = append(command, args...)
-			if err := c.exec(cmd.Context(), p, command, o.streams.Out, o.streams.ErrOut); err != nil {
-				return fmt.Errorf("%v in pod %s/%s on node %s: %w", command, p.Namespace, p.Name, p.Spec.NodeName, err)
-			}
-			return nil
+			return c.inspect(cmd.Context(), p, output, args, o.streams.Out, o.streams.ErrOut)
 		},
 	}
 	cmd.Flags().StringVar(&node, "node", "", "the node whose agent to ask (default: the only one)")
 	cmd.Flags().StringVarP(&output, "output", "o", "chain", "output format: chain or json")
 	return cmd
+}
+
+// inspect runs socklb inspect in p on the agent's own pin directory,
+// which socklb status reads from the agent (a --config file may set it).
+func (c *cluster) inspect(ctx context.Context, p *corev1.Pod, output string, args []string, stdout, stderr io.Writer) error {
+	bpffs, err := c.agentPins(ctx, p)
+	if err != nil {
+		return err
+	}
+	command := append([]string{"/socklb", "inspect", "--bpffs-path=" + bpffs, "-o", output}, args...)
+	if err := c.run(ctx, p, command, stdout, stderr); err != nil {
+		return fmt.Errorf("%v in pod %s/%s on node %s: %w", command, p.Namespace, p.Name, p.Spec.NodeName, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -32,6 +33,9 @@ type cluster struct {
 	client    kubernetes.Interface
 	namespace string
 	selector  string
+	// run runs a command in a pod's agent container: exec, or a fake in
+	// the tests.
+	run func(ctx context.Context, p *corev1.Pod, command []string, stdout, stderr io.Writer) error
 }
 
 func (o *options) cluster() (*cluster, error) {
@@ -51,7 +55,9 @@ func (o *options) cluster() (*cluster, error) {
 	if !explicit {
 		ns = agentNamespace
 	}
-	return &cluster{config: config, client: client, namespace: ns, selector: o.selector}, nil
+	c := &cluster{config: config, client: client, namespace: ns, selector: o.selector}
+	c.run = c.exec
+	return c, nil
 }
 
 // agentPods lists the agent pods, sorted by node.
@@ -119,20 +125,4 @@ func waitingReason(p *corev1.Pod) string {
 		return " (" + p.Status.Reason + ")"
 	}
 	return ""
-}
-
-// agentArg is the value of the agent container's --name flag, or def:
-// socklb's subcommands must read the pins and ports this agent uses.
-func agentArg(p *corev1.Pod, name, def string) string {
-	for _, c := range p.Spec.Containers {
-		if c.Name != agentContainer {
-			continue
-		}
-		for _, a := range c.Args {
-			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
-				return v
-			}
-		}
-	}
-	return def
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -108,41 +108,50 @@ func (c *cluster) statuses(ctx context.Context, pods []corev1.Pod) []nodeStatus 
 	return out
 }
 
-// agentStatus runs `socklb status -o json` against the ports and pins this
-// pod's agent was started with. socklb status exits 1 for an unhealthy
-// agent and still prints it: its JSON wins over the exit code.
+// statusCommand is what runs in each agent pod. It passes no pin
+// directory or address: socklb status reads them from the agent process
+// in its container (its command line and --config file), so an install
+// configured through a SocklbConfiguration file is read as the agent
+// reads it, not from the DaemonSet's args.
+var statusCommand = []string{"/socklb", "status", "-o", "json"}
+
+// agentStatus asks p's agent for its status.
 func (c *cluster) agentStatus(ctx context.Context, p *corev1.Pod) (*agentstatus.Status, error) {
-	command := []string{"/socklb", "status", "-o", "json",
-		"--bpffs-path=" + agentArg(p, "bpffs-path", "/sys/fs/bpf/socklb"),
-		"--healthz-address=" + loopback(agentArg(p, "healthz-bind-address", "0.0.0.0:10256")),
-		"--metrics-address=" + loopback(agentArg(p, "metrics-bind-address", "127.0.0.1:10249")),
-	}
-	out, err := c.execOutput(ctx, p, command)
+	out, err := c.execOutput(ctx, p, statusCommand)
+	return parseStatus(p, out, err)
+}
+
+// parseStatus reads what statusCommand printed. socklb status exits 1 for
+// an unhealthy agent and still prints it: its JSON wins over the exit
+// code. A status that does not say whose configuration it read comes from
+// an image older than that: it read its own defaults, whatever the agent
+// runs with, so it is refused rather than shown.
+func parseStatus(p *corev1.Pod, out []byte, execErr error) (*agentstatus.Status, error) {
 	var s agentstatus.Status
 	if jerr := json.Unmarshal(out, &s); jerr != nil {
-		if err == nil {
-			err = fmt.Errorf("%v in pod %s/%s printed no status (%v): is the image older than `socklb status`?", command, p.Namespace, p.Name, jerr)
+		if execErr != nil {
+			return nil, execErr
 		}
-		return nil, err
+		return nil, fmt.Errorf("%v in pod %s/%s printed no status (%v): is the image older than `socklb status`?", statusCommand, p.Namespace, p.Name, jerr)
+	}
+	if s.Agent == nil {
+		return nil, fmt.Errorf("pod %s/%s on node %s runs socklb %s, too old to report the agent's configuration (its `socklb status` reads its own flags' defaults, whatever the agent was started with): "+
+			"upgrade the DaemonSet's image to a socklb as new as this plugin, or ask the pod by hand with the agent's values: kubectl -n %s exec %s -c %s -- /socklb status --bpffs-path DIR --healthz-address ADDR --metrics-address ADDR",
+			p.Namespace, p.Name, p.Spec.NodeName, s.Version, p.Namespace, p.Name, agentContainer)
 	}
 	return &s, nil
 }
 
-// loopback turns a bind address into the address to ask it on from the
-// node itself (the pod shares the node's network).
-func loopback(bind string) string {
-	host, port, err := net.SplitHostPort(bind)
+// agentPins is the pin directory of p's agent, from its own status.
+func (c *cluster) agentPins(ctx context.Context, p *corev1.Pod) (string, error) {
+	s, err := c.agentStatus(ctx, p)
 	if err != nil {
-		return bind
+		return "", err
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if ip != nil && ip.To4() == nil {
-			host = "::1"
-		} else {
-			host = "127.0.0.1"
-		}
+	if s.Agent.Source != agentstatus.SourceProcess {
+		return "", fmt.Errorf("socklb status in pod %s/%s on node %s could not read the agent's pin directory: %s", p.Namespace, p.Name, p.Spec.NodeName, strings.Join(s.Errors, "; "))
 	}
-	return net.JoinHostPort(host, port)
+	return s.Agent.BPFFSPath, nil
 }
 
 func (c *cluster) printDaemonSet(ctx context.Context, w io.Writer, pods []corev1.Pod) {

@@ -130,7 +130,7 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 	cfg := agent.Config{
 		Log: log, Datapath: dp, Scrape: dp, Pins: dp, PinCheckInterval: f.pinCheckInterval,
 		HealthTimeout: f.healthTimeout, PerServiceMetrics: f.perServiceMetrics,
-		Version: version, Revision: vcsRevision(),
+		Version: version, Revision: buildRevision(),
 		NodePortAddresses: f.nodePortAddresses.prefixes, NodePortPrimary: f.nodePortAddresses.primary,
 		ExternalIPCIDRs: f.externalIPCIDRs,
 		// The agent's own network namespace: the node's, in a hostNetwork pod.

@@ -27,6 +27,9 @@ type agentOptions struct {
 	cfg           *SocklbConfiguration
 	configFile    string
 	writeConfigTo string
+	// readFile reads --config: os.ReadFile, or through another process's
+	// root when `socklb status` parses a running agent's command line.
+	readFile func(string) ([]byte, error)
 }
 
 // agentFlags is the completed configuration runAgent uses: lists parsed,
@@ -54,7 +57,9 @@ type agentFlags struct {
 	logging                             *logsapi.LoggingConfiguration
 }
 
-func newAgentOptions() *agentOptions { return &agentOptions{cfg: defaultConfig()} }
+func newAgentOptions() *agentOptions {
+	return &agentOptions{cfg: defaultConfig(), readFile: os.ReadFile}
+}
 
 // flagSets groups the agent's flags as `socklb agent -h` prints them.
 func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
@@ -135,7 +140,7 @@ func (o *agentOptions) loadConfig(fs *pflag.FlagSet) error {
 		}
 		flags = append(flags, g)
 	})
-	c, err := loadConfigFile(o.configFile)
+	c, err := loadConfigFile(o.configFile, o.readFile)
 	if err != nil {
 		return err
 	}

@@ -93,9 +93,10 @@ func defaultConfig() *SocklbConfiguration {
 // loadConfigFile decodes path over the defaults. Decoding is strict, as
 // kube-proxy's: a misspelt field would otherwise be silently ignored and
 // its default used, and a field given twice would silently take its last
-// value.
-func loadConfigFile(path string) (*SocklbConfiguration, error) {
-	data, err := os.ReadFile(path)
+// value. read is os.ReadFile, or for `socklb status` a read through a
+// running agent's root.
+func loadConfigFile(path string, read func(string) ([]byte, error)) (*SocklbConfiguration, error) {
+	data, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}

@@ -17,6 +17,30 @@ import (
 	"github.com/socklb/socklb/internal/testkit"
 )
 
+const testRevision = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed"
+
+// TestGoBuildRevision: the image's binaries carry the commit they were
+// built from. Their build records no VCS stamp (reproducibility), so
+// without -X main.revision `socklb version` and socklb_build_info would
+// name none; cmd/socklb's TestRevisionLinkerFlag checks that the symbol
+// exists and wins.
+func TestGoBuildRevision(t *testing.T) {
+	args := goBuild("v1.2.3", testRevision, "/tmp/socklb")
+	i := slices.Index(args, "-ldflags")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("no -ldflags in %q", args)
+	}
+	ldflags := strings.Fields(args[i+1])
+	for _, want := range [][]string{{"-X", "main.version=v1.2.3"}, {"-X", "main.revision=" + testRevision}} {
+		if j := slices.Index(ldflags, want[1]); j < 1 || ldflags[j-1] != want[0] {
+			t.Errorf("-ldflags %q lack %s %s", args[i+1], want[0], want[1])
+		}
+	}
+	if !slices.Contains(args, "-buildvcs=false") || !slices.Contains(args, "-trimpath") {
+		t.Errorf("%q: not the reproducible build", args)
+	}
+}
+
 // `make image` promises one tarball, built twice from the same commit to
 // the same bytes, holding socklb for amd64 and arm64 and nothing else.
 func TestImageReproducibleMultiArch(t *testing.T) {
@@ -31,7 +55,7 @@ func TestImageReproducibleMultiArch(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
 	for _, out := range []string{a, b} {
-		if err := run(out, "localhost/socklb:test", "test", []string{"amd64", "arm64"}); err != nil {
+		if err := run(out, "localhost/socklb:test", "test", testRevision, []string{"amd64", "arm64"}); err != nil {
 			t.Fatalf("building the image: %v", err)
 		}
 	}
@@ -82,6 +106,9 @@ func TestImageReproducibleMultiArch(t *testing.T) {
 		f, err := elf.NewFile(bytes.NewReader(files["socklb"]))
 		if err != nil {
 			t.Fatalf("%s: /socklb is not an ELF binary: %v", arch, err)
+		}
+		if !bytes.Contains(files["socklb"], []byte(testRevision)) {
+			t.Errorf("%s: /socklb does not hold its revision %s (-X main.revision)", arch, testRevision)
 		}
 		if f.Machine != want[arch] {
 			t.Errorf("%s: /socklb is built for %s", arch, f.Machine)

@@ -34,6 +34,35 @@ type Status struct {
 	MapUpdateErrors int                `json:"mapUpdateErrors"`
 	UnusableObjects int                `json:"unusableObjects"`
 	Errors          []string           `json:"errors,omitempty"`
+	// Agent is whose pins and addresses were read. A status without it
+	// comes from a socklb that predates it, which read its own flags'
+	// defaults whatever the agent was started with.
+	Agent *Agent `json:"agent,omitempty"`
+}
+
+// Where Agent's pin directory and addresses came from.
+const (
+	// SourceProcess: the running agent's command line and --config file,
+	// parsed as the agent parses them.
+	SourceProcess = "process"
+	// SourceFlags: `socklb status`'s own flags.
+	SourceFlags = "flags"
+	// SourceDefaults: no agent was found (Errors says why) and status
+	// asked kube-proxy's ports and the default pin directory.
+	SourceDefaults = "defaults"
+)
+
+// Agent is the agent's configuration as far as status reads it.
+type Agent struct {
+	Source string `json:"source"`
+	// PID and ConfigFile (its --config, if any) for SourceProcess.
+	PID        int    `json:"pid,omitempty"`
+	ConfigFile string `json:"configFile,omitempty"`
+	BPFFSPath  string `json:"bpffsPath"`
+	// HealthzAddress and MetricsAddress are where status asked: the
+	// agent's bind addresses, on loopback. Empty: the agent serves none.
+	HealthzAddress string `json:"healthzAddress"`
+	MetricsAddress string `json:"metricsAddress"`
 }
 
 // Synced is true when the agent is healthy and has programmed every

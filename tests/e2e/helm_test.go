@@ -172,20 +172,4 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("the dry-run did not reach the ServiceMonitor:\n%s", res)
 		}
 	})
-
-	t.Run("mistakes", func(t *testing.T) {
-		for _, c := range []struct {
-			set  string
-			want string
-		}{
-			{"kubeProxy.mode=besides", "set it to replace (socklb instead of kube-proxy) or beside"},
-			{"metrics.service.enabled=true", "set metrics.bindAddress=0.0.0.0"},
-			{"metrics.serviceMonitor.enabled=true", "needs metrics.service.enabled"},
-		} {
-			out, err := helm(t, "template", "socklb", filepath.Join(root, "charts/socklb"), "--set", c.set)
-			if err == nil || !strings.Contains(out, c.want) {
-				t.Errorf("--set %s: err %v, output lacks %q:\n%s", c.set, err, c.want, out)
-			}
-		}
-	})
 }

@@ -102,13 +102,15 @@ func TestKubectlPluginFindsAgents(t *testing.T) {
 			"pod " + ns.Name + "/socklb-b on node node-b is Pending (socklb: ImagePullBackOff), not Running",
 			"kubectl -n " + ns.Name + " describe pod socklb-b"}},
 		// No kubelet: the API server cannot open the exec stream. What
-		// matters is that exec was tried in the right pod, with the
-		// agent's pin directory, and that the error names them.
+		// matters is that exec was tried in the right pod and that the
+		// error names it. inspect first asks socklb status there for the
+		// agent's pin directory; neither passes the pod's args on (the
+		// agent's --config may override them: cmd/kubectl-socklb's tests).
 		{"exec in the node's pod", []string{"inspect", "--node", "node-a", "default/kubernetes"}, []string{
-			"[/socklb inspect --bpffs-path=/sys/fs/bpf/socklb -o chain default/kubernetes] in pod " + ns.Name + "/socklb-a on node node-a"}},
+			"[/socklb status -o json] in pod " + ns.Name + "/socklb-a on node node-a"}},
 		{"status", []string{"status"}, []string{"NODE", "node-b", "Pending", "2 agents not healthy",
 			"node-b: pod " + ns.Name + "/socklb-b on node node-b is Pending (socklb: ImagePullBackOff)",
-			"node-a: [/socklb status -o json --bpffs-path=/sys/fs/bpf/socklb --healthz-address=127.0.0.1:10356 --metrics-address=127.0.0.1:10249] in pod " + ns.Name + "/socklb-a"}},
+			"node-a: [/socklb status -o json] in pod " + ns.Name + "/socklb-a"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, out, err := run(append([]string{"-n", ns.Name}, c.args...)...)
