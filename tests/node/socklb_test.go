@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,10 +246,12 @@ func TestInspectInAgentPod(t *testing.T) {
 
 // TestConnectedUDPMovedOffDeletedBackend: a pod's connected UDP socket
 // talks to one backend; that backend's pod is deleted and keeps serving
-// while it drains (preStop). The agent, which sees the pod's socket only
-// through the host's /proc (hostPID), destroys it; the client sees the
-// error, reconnects and lands on the live backend. Without socket
-// termination the socket would keep its answers from the draining pod.
+// while it drains (preStop, 30 s). As kube-proxy keeps a UDP flow while its
+// endpoint serves (conntrack.CleanStaleEntries), the socket keeps its
+// answers from the draining pod; once the pod is gone and its endpoint with
+// it, the agent, which sees the pod's socket only through the host's /proc
+// (hostPID), destroys it, and the client reconnects and lands on the live
+// backend. Without socket termination it would time out from then on.
 func TestConnectedUDPMovedOffDeletedBackend(t *testing.T) {
 	needSocklb(t)
 	e := newEcho(t, 2)
@@ -260,7 +263,8 @@ func TestConnectedUDPMovedOffDeletedBackend(t *testing.T) {
 	}
 	done := make(chan out, 1)
 	go func() {
-		r, err := e.client(ctx, "udp-connected", "--addr", e.clusterIP+":53", "--count", "40", "--interval", "250ms", "--timeout", "3s", "--seq")
+		// 50 s: the drain and the pod's exit, then answers from the live one.
+		r, err := e.client(ctx, "udp-connected", "--addr", e.clusterIP+":53", "--count", "200", "--interval", "250ms", "--timeout", "3s", "--seq")
 		done <- out{r, err}
 	}()
 	// Which backend holds the socket: the one that logged its datagrams.
@@ -298,13 +302,32 @@ func TestConnectedUDPMovedOffDeletedBackend(t *testing.T) {
 	if moved < 0 || seq[len(seq)-1] == held {
 		t.Fatalf("the connected socket never left the deleted backend %s: %v", held, seq)
 	}
-	for _, s := range seq[moved:] {
+	// Deleted early on, the pod drained for 30 s: about 120 answers at
+	// 250 ms. 40 (10 s) tells a socket kept while its endpoint serves from
+	// one destroyed as soon as the pod was deleted.
+	if moved < 40 {
+		t.Errorf("the socket left %s after %d answers, while the pod still served (preStop 30 s): kube-proxy keeps the flow until its endpoint stops serving; %v", held, moved, seq)
+	}
+	// Between the pod's exit and its endpoint's removal the socket has
+	// nowhere to go, as a kube-proxy flow has not: a query or two may time
+	// out there (3 s each), not after the socket moved.
+	rest, timeouts := seq[moved:], 0
+	for len(rest) > 0 && !slices.Contains(e.backends, rest[0]) {
+		if rest[0] == "timeout" {
+			timeouts++
+		}
+		rest = rest[1:]
+	}
+	if timeouts > 2 {
+		t.Errorf("%d timeouts before the socket moved: it was not destroyed once its endpoint went, but starved: %v", timeouts, seq)
+	}
+	for _, s := range rest {
 		if s == held {
 			t.Errorf("answers from %s after the socket moved off it: %v", held, seq)
 			break
 		}
 		if s == "timeout" {
-			t.Errorf("a timeout: the socket was not destroyed but starved: %v", seq)
+			t.Errorf("a timeout after the socket moved: %v", seq)
 			break
 		}
 	}
