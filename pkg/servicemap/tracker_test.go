@@ -22,7 +22,9 @@ import (
 // old and its new Service) holds, after every step, exactly what Build and
 // HealthChecks give from scratch, and its Deltas replayed on the previous
 // state give the new one. This node's fact changes must make Update
-// refuse; a change of other Nodes alone must not. The inputs carry
+// refuse; a change of other Nodes alone must not. A quarter of the steps
+// run Full instead, as a --manifests source does on every sync: it must
+// reuse only what the step left alone. The inputs carry
 // externalTrafficPolicy Local, source ranges (valid and malformed),
 // nodePorts and several Nodes (decodeExtras). Update gets the node facts
 // as the agent hands them over (nodeFacts): this Node alone, the others
@@ -92,6 +94,16 @@ func TestTrackerMatchesBuild(t *testing.T) {
 			}
 			next = unique(next)
 			next.PeerAddresses = PeerAddresses(next)
+			if rng.IntN(4) == 0 {
+				// A --manifests sync: Full on every change, keeping the
+				// entries of the Services whose objects and node facts
+				// are the last build's.
+				st, ps = tr.Full(next)
+				replayed = cloneState(st)
+				checkTracker(t, run, step, next, &tr, st, ps)
+				in = next
+				continue
+			}
 			d, ps, ok := tr.Update(nodeFacts(next), changedObjects(in, next))
 			if !ok && otherNodesOnly {
 				t.Fatalf("run %d step %d: a change of other Nodes made Update refuse (a full rebuild)", run, step)
