@@ -52,6 +52,18 @@ var mutations = []mutation{
 		to:   "b.peerAddrs = PeerAddresses(in)",
 	},
 	{
+		name: "Full reuses a Service's entry across a change of the node's addresses",
+		file: "pkg/servicemap/tracker.go",
+		from: "reuse := t.started && tb.fp == t.fp",
+		to:   "reuse := t.started && tb.coreFP == t.coreFP",
+	},
+	{
+		name: "Full reuses the entry of a Service that changed",
+		file: "pkg/servicemap/tracker.go",
+		from: "reuse && prev != nil && prev.svc == svc && slices.Equal",
+		to:   "reuse && prev != nil && slices.Equal",
+	},
+	{
 		name: "no terminating fallback when nothing is ready (KEP-1669)",
 		file: "pkg/servicemap/topology.go",
 		from: "out = filterEndpoints(eps, func(e endpoint) bool { return e.serving && e.terminating })",
@@ -68,6 +80,18 @@ var mutations = []mutation{
 		file: "pkg/servicemap/sourceranges.go",
 		from: "out.closed4 = malformed && len(out.v4) == 0",
 		to:   "out.closed4 = false",
+	},
+	{
+		name: "a Service port of 65535 is refused",
+		file: "pkg/servicemap/build.go",
+		from: "p.Port < 1 || p.Port > 65535",
+		to:   "p.Port < 1 || p.Port >= 65535",
+	},
+	{
+		name: "an EndpointSlice port of 65535 is refused",
+		file: "pkg/servicemap/endpoints.go",
+		from: "*p.Port < 0 || *p.Port > 65535",
+		to:   "*p.Port < 0 || *p.Port >= 65535",
 	},
 }
 
