@@ -8,10 +8,14 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-// TestAffinityNeverLeadsOutsideItsService: backend ids are reused, so an
-// affinity entry naming its backend by id alone can, once the id is handed to
-// another Service's pod, send the client there. Cilium checks an affinity
-// entry against the Service's backends (lb_affinity_match); so must we.
+// TestAffinityNeverLeadsOutsideItsService: an affinity entry outlives its
+// endpoint's membership, and what it names can come to belong to another
+// Service: the endpoint (the address moves to B's pod) and the backend id
+// (ids are reused). lb_sticky honours the entry only while members holds
+// the endpoint under this Service's id, as Cilium checks an affinity entry
+// against the Service's backends (lb_affinity_match). Here B ends up with
+// that endpoint under that very id, so a check that ignored the Service
+// id, by address or by id, would lead A's client to B's pod.
 func TestAffinityNeverLeadsOutsideItsService(t *testing.T) {
 	// Three backends of capacity (A's, B's old and new while B is
 	// switched): ids run 1..6 and are reused after that.
@@ -24,28 +28,32 @@ func TestAffinityNeverLeadsOutsideItsService(t *testing.T) {
 		return fe
 	}
 	b := func(be string) servicemap.Frontend { return frontend("10.96.0.11", 80, servicemap.TCP, be) }
+	const old, cur = "10.244.1.1:80", "10.244.1.2:80"
 
-	mustApply(t, d, state(a("10.244.1.1:80")))
+	mustApply(t, d, state(a(old)))
 	first := runFrom(t, p.TestTranslateConnect, vip, servicemap.TCP, 1, 77)
-	if first.addrPort.String() != "10.244.1.1:80" {
+	if first.addrPort.String() != old {
 		t.Fatalf("first connect went to %s", first.addrPort)
 	}
-	// 10.244.1.1 leaves A; B's pods churn until one gets its old id.
-	mustApply(t, d, state(a("10.244.1.2:80")))
+	// The endpoint leaves A and joins B, which churns until B's backend
+	// for it has the id it had in A.
+	mustApply(t, d, state(a(cur)))
 	for i := 1; ; i++ {
-		pod := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, 9, byte(i)}), 80).String()
-		mustApply(t, d, state(a("10.244.1.2:80"), b(pod)))
-		if d.Programmed()[b(pod).Key].BackendIDs[0] == first.backendID {
+		mustApply(t, d, state(a(cur), b(old)))
+		if d.Programmed()[b(old).Key].BackendIDs[0] == first.backendID {
 			break
 		}
 		if i == 10 {
-			t.Fatalf("no pod of B reused id %d: the test did not reach the id reuse it is about", first.backendID)
+			t.Fatalf("B's backend for %s never got id %d: the test did not reach the reuse it is about", old, first.backendID)
 		}
+		// Another pod in its place, so that the endpoint's next backend
+		// takes the next id.
+		mustApply(t, d, state(a(cur), b(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, 9, byte(i)}), 80).String())))
 	}
 
 	r := runFrom(t, p.TestTranslateConnect, vip, servicemap.TCP, 2, 77)
-	if r.verdict != verdictXlated || r.addrPort.String() != "10.244.1.2:80" {
-		t.Fatalf("the client's affinity led to verdict %d -> %s; A's only backend is 10.244.1.2:80", r.verdict, r.addrPort)
+	if r.verdict != verdictXlated || r.addrPort.String() != cur {
+		t.Fatalf("the client's affinity led to verdict %d -> %s (backend id %d); A's only backend is %s", r.verdict, r.addrPort, r.backendID, cur)
 	}
 }
 

@@ -208,6 +208,19 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			// The bound itself, on both sides of it: 0 and 70000 above
+			// would still be refused by a check of ">= 65535".
+			name:     "port 65535 is the last valid port, as a Service port and as an endpoint port",
+			services: []*corev1.Service{svc("default/web", "10.96.0.10", sport("top", tcp, 65535), sport("over", tcp, 65536))},
+			slices: []*discoveryv1.EndpointSlice{v4("default/web-1", "web",
+				eports(eport("top", tcp, 65535), eport("over", tcp, 65536)), ready("10.0.0.1"))},
+			want: []string{"10.96.0.10:65535/TCP ClusterIP default/web:top -> [10.0.0.1:65535]"},
+			problems: []string{
+				`EndpointSlice default/web-1: ports[1] (name "over") has port number 65536; it must be 1-65535 (fix ports[1].port)`,
+				`Service default/web: port "over" has port number 65536; it must be 1-65535 (fix spec.ports[1].port)`,
+			},
+		},
+		{
 			name:     "the same port and protocol twice in one service: the first wins",
 			services: []*corev1.Service{svc("default/web", "10.96.0.10", sport("http", tcp, 80), sport("again", tcp, 80))},
 			want:     []string{"10.96.0.10:80/TCP ClusterIP default/web:http -> []"},

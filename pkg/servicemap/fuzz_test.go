@@ -234,10 +234,19 @@ var (
 		netip.MustParsePrefix("2001:db8::/64"), netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("192.0.2.10/32"),
 		netip.MustParsePrefix("127.0.0.1/32"), {}}
 	fzNodeAddrTypes = []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName}
-	fzNodeAddrs     = []string{"10.1.0.7", "2001:db8::7", "198.51.100.5", "bad", "::1", "10.1.0.5"}
+	// 192.0.2.10, the first externalIP, among the small bytes: a Node
+	// holding it makes it capturable, so externalIPs follow Node changes.
+	fzNodeAddrs = []string{"10.1.0.7", "2001:db8::7", "198.51.100.5", "192.0.2.10", "::1", "10.1.0.5", "bad"}
 	// 10.1.0.0/16 holds node addresses above (kube-proxy's allowFromNode).
 	fzSourceRanges = []string{"198.51.100.0/24", " 10.1.0.0/16", "2001:db8::/64", "bad", "", "203.0.113.7/32", "::ffff:10.0.0.0/104"}
 	fzOtherNodes   = []string{"node-b", "node-c", "node-a"}
+	// One Service in four has a healthCheckNodePort (in either byte
+	// range: small bytes reach only 32000). It makes a Service read the
+	// node's addresses whatever else it holds (readsNodeAddresses), so
+	// were most Services to carry one, the Tracker's other reasons to
+	// recompute them on an address change (NodePorts, externalIPs, source
+	// ranges) would rarely be tested alone.
+	fzHealthCheckNodePorts = []int32{0, 0, 0, 32000, 0, 0, 0, 70000, 0, 0, 0, -1}
 )
 
 type fuzzReader struct{ data []byte }
@@ -388,7 +397,7 @@ func decodeExtras(r *fuzzReader, in *model.Input) {
 	in.NodePortPrimary = r.intn(2) == 1
 	for _, s := range in.Services {
 		if s != nil {
-			s.Spec.HealthCheckNodePort = pick(r, []int32{0, 32000, 70000, -1})
+			s.Spec.HealthCheckNodePort = pick(r, fzHealthCheckNodePorts)
 		}
 	}
 	// Decoded after those, for the same reason: loadBalancerSourceRanges

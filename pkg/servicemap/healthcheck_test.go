@@ -85,6 +85,16 @@ func TestHealthChecks(t *testing.T) {
 			want:     []string{"default/web v4 :32000 on [0.0.0.0] local 0"},
 		},
 		{
+			name: "healthCheckNodePort 65535 is served; 65536 is not",
+			services: func() []*corev1.Service {
+				top, over := localLB("10.96.0.11"), localLB("10.96.0.12")
+				top.Name, top.Spec.HealthCheckNodePort = "top", 65535
+				over.Name, over.Spec.HealthCheckNodePort = "over", 65536
+				return []*corev1.Service{top, over}
+			}(),
+			want: []string{"default/top v4 :65535 on [0.0.0.0] local 0"},
+		},
+		{
 			name: "externalTrafficPolicy Cluster, a NodePort Service, no healthCheckNodePort, another proxy's Service: none",
 			services: func() []*corev1.Service {
 				cluster := localLB("10.96.0.11")

@@ -225,6 +225,18 @@ func TestBuildNodePort(t *testing.T) {
 			problems: []string{`port "http" has nodePort 70000; it must be 1-65535 (fix spec.ports[0].nodePort)`},
 		},
 		{
+			name: "nodePort 65535 is served; 65536 is out of range",
+			services: []*corev1.Service{withType(svc("default/web", "10.96.0.10",
+				withNodePort(sport("top", tcp, 80), 65535), withNodePort(sport("over", tcp, 81), 65536)), corev1.ServiceTypeNodePort)},
+			want: []string{
+				"0.0.0.0:65535/TCP NodePort default/web:top -> []",
+				"10.96.0.10:80/TCP ClusterIP default/web:top -> []",
+				"10.96.0.10:81/TCP ClusterIP default/web:over -> []",
+				"127.0.0.1:65535/TCP NodePort default/web:top -> []",
+			},
+			problems: []string{`port "over" has nodePort 65536; it must be 1-65535 (fix spec.ports[1].nodePort)`},
+		},
+		{
 			name:     "NodePort frontends of a headless or ExternalName Service do not exist",
 			services: []*corev1.Service{withType(svc("default/web", "None", withNodePort(sport("http", tcp, 80), 30080)), corev1.ServiceTypeNodePort)},
 		},

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,9 @@ import (
 // old and its new Service) holds, after every step, exactly what Build and
 // HealthChecks give from scratch, and its Deltas replayed on the previous
 // state give the new one. This node's fact changes must make Update
-// refuse; a change of other Nodes alone must not. The inputs carry
+// refuse; a change of other Nodes alone must not. A quarter of the steps
+// run Full instead, as a --manifests source does on every sync: it must
+// reuse only what the step left alone. The inputs carry
 // externalTrafficPolicy Local, source ranges (valid and malformed),
 // nodePorts and several Nodes (decodeExtras). Update gets the node facts
 // as the agent hands them over (nodeFacts): this Node alone, the others
@@ -91,6 +94,16 @@ func TestTrackerMatchesBuild(t *testing.T) {
 			}
 			next = unique(next)
 			next.PeerAddresses = PeerAddresses(next)
+			if rng.IntN(4) == 0 {
+				// A --manifests sync: Full on every change, keeping the
+				// entries of the Services whose objects and node facts
+				// are the last build's.
+				st, ps = tr.Full(next)
+				replayed = cloneState(st)
+				checkTracker(t, run, step, next, &tr, st, ps)
+				in = next
+				continue
+			}
 			d, ps, ok := tr.Update(nodeFacts(next), changedObjects(in, next))
 			if !ok && otherNodesOnly {
 				t.Fatalf("run %d step %d: a change of other Nodes made Update refuse (a full rebuild)", run, step)
@@ -371,5 +384,116 @@ func TestTrackerChangeCostsNoOtherNodes(t *testing.T) {
 	}
 	if a, b := allocs(few), allocs(many); b > a {
 		t.Errorf("an endpoint change allocates %v times with 5000 other Nodes, %v with one: it reads their addresses", b, a)
+	}
+}
+
+// TestTrackerFullReuse: Full keeps the computed entry of a Service whose
+// objects (by pointer: informers and the manifests reader hand out a new
+// object for every change) and node facts are those of the last build;
+// a --manifests source runs Full on every sync, so this path serves most
+// Services there. Each case changes one thing between two Fulls: the
+// second must still equal Build, and the Services the change does not
+// touch must keep their entries (else the cases would not reach the
+// reuse at all).
+func TestTrackerFullReuse(t *testing.T) {
+	web := nodePortSvc() // reads this node's interface addresses
+	webSlice := v4("default/web-1", "web", httpPort, ready("10.0.0.1"))
+	// ext's externalIP is node-b's address, captured while node-b has it.
+	ext := withExternalIPs(svc("default/ext", "10.96.0.20", sport("http", tcp, 80)), "192.0.2.7")
+	plain := svc("default/plain", "10.96.0.30", sport("http", tcp, 80))
+	plainSlice := v4("default/plain-1", "plain", httpPort, ready("10.0.1.1"))
+	me := node("node-a", "zone-a", "InternalIP=192.0.2.5")
+	input := func() model.Input {
+		in := model.Input{
+			Services:       []*corev1.Service{web, ext, plain},
+			Slices:         []*discoveryv1.EndpointSlice{webSlice, plainSlice},
+			NodeName:       "node-a",
+			Nodes:          []*corev1.Node{me, node("node-b", "zone-a", "InternalIP=192.0.2.7")},
+			LocalAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.5")},
+			// Empty: externalIPs are captured only when they are node
+			// addresses, so ext reads the other Nodes' addresses.
+			ExternalIPCIDRs: []netip.Prefix{},
+		}
+		in.PeerAddresses = PeerAddresses(in) // as the agent hands them over
+		return in
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(in *model.Input)
+		reused []string // entries that must be kept, as namespace/name
+		noop   bool     // the change leaves the state as it was
+	}{
+		{
+			name:   "nothing changes",
+			change: func(*model.Input) {},
+			reused: []string{"default/web", "default/ext", "default/plain"},
+			noop:   true,
+		},
+		{
+			name:   "this node's interface addresses change: web's NodePort moves",
+			change: func(in *model.Input) { in.LocalAddresses = []netip.Addr{netip.MustParseAddr("10.1.0.5")} },
+		},
+		{
+			name: "another Node's address changes: ext's externalIP is no longer captured",
+			change: func(in *model.Input) {
+				in.Nodes = []*corev1.Node{me, node("node-b", "zone-a", "InternalIP=192.0.2.8")}
+				in.PeerAddresses = PeerAddresses(*in)
+			},
+		},
+		{
+			name: "plain is replaced by a changed copy (another port)",
+			change: func(in *model.Input) {
+				p := plain.DeepCopy()
+				p.Spec.Ports[0].Port = 81
+				in.Services = []*corev1.Service{web, ext, p}
+			},
+			reused: []string{"default/web", "default/ext"},
+		},
+		{
+			name: "plain's slice is replaced (another endpoint)",
+			change: func(in *model.Input) {
+				in.Slices = []*discoveryv1.EndpointSlice{webSlice, v4("default/plain-1", "plain", httpPort, ready("10.0.1.2"))}
+			},
+			reused: []string{"default/web", "default/ext"},
+		},
+		{
+			name: "plain gets a second slice",
+			change: func(in *model.Input) {
+				in.Slices = append(in.Slices, v4("default/plain-2", "plain", httpPort, ready("10.0.1.3")))
+			},
+			reused: []string{"default/web", "default/ext"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr Tracker
+			first, _ := tr.Full(input())
+			first = cloneState(first)
+			before := map[types.NamespacedName][]offer{}
+			for nn, e := range tr.entries {
+				before[nn] = e.offers
+			}
+			in := input()
+			tc.change(&in)
+			st, ps := tr.Full(in)
+			want, wantP := Build(in)
+			if !statesEqual(want, st) {
+				t.Errorf("state differs from Build:\nwant %q\ngot  %q", render(want), render(st))
+			}
+			if !slices.Equal(renderProblems(wantP), renderProblems(ps)) {
+				t.Errorf("problems differ from Build:\nwant %q\ngot  %q", renderProblems(wantP), renderProblems(ps))
+			}
+			if same := statesEqual(first, want); same != tc.noop {
+				t.Errorf("the state is the same after the change: %v, want %v; the case does not test what it says", same, tc.noop)
+			}
+			for _, name := range tc.reused {
+				ns, n, _ := strings.Cut(name, "/")
+				nn := nnOf(ns, n)
+				// The same backing array: the offers were kept, not
+				// computed again (every Service here has offers).
+				if e := tr.entries[nn]; e == nil || len(e.offers) == 0 || &e.offers[0] != &before[nn][0] {
+					t.Errorf("%s was computed again; its objects and the node facts did not change", name)
+				}
+			}
+		})
 	}
 }
