@@ -16,12 +16,14 @@ type runOut struct {
 }
 
 // holdUDP runs a DNS-like client in the background: one connected UDP
-// socket to the VIP's port 53, n queries 300 ms apart, kept until it fails.
-func holdUDP(e *env, n int) <-chan runOut {
+// socket to the VIP's port 53, n queries interval apart, kept until it
+// fails (with "--hold", kept whatever fails).
+func holdUDP(e *env, n int, interval string, extra ...string) <-chan runOut {
 	done := make(chan runOut, 1)
 	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
-			"--count", fmt.Sprint(n), "--interval", "300ms", "--seq")
+		args := append([]string{"udp-connected", "--addr", vip + ":53",
+			"--count", fmt.Sprint(n), "--interval", interval, "--seq"}, extra...)
+		r, err := e.client().RunResult(e.ctx(), e.cg, args...)
 		done <- runOut{r, err}
 	}()
 	return done
@@ -51,7 +53,7 @@ func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
 	})
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 
-	done := holdUDP(e, 10)
+	done := holdUDP(e, 10, "300ms")
 	waitAnswered(t, e, "pod1")
 	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
 	e.waitInspect(2*time.Second, "10.244.1.12:5353")
@@ -222,7 +224,7 @@ func TestSocketStateOutlivesOtherSockets(t *testing.T) {
 	}, "--max-revnat", "64")
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 
-	done := holdUDP(e, 20)
+	done := holdUDP(e, 20, "300ms")
 	waitAnswered(t, e, "pod1")
 	if res := tcpN(t, e, e.client(), vip+":80", 300); res.OK != 300 {
 		t.Fatalf("300 TCP connects: replies %v errors %v", res.Replies, res.Errors)
@@ -252,12 +254,7 @@ func TestConnectedUDPKeepsTerminatingEndpoint(t *testing.T) {
 	})
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 	const queries = 20
-	done := make(chan runOut, 1)
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
-			"--count", fmt.Sprint(queries), "--interval", "200ms", "--seq")
-		done <- runOut{r, err}
-	}()
+	done := holdUDP(e, queries, "200ms")
 	waitAnswered(t, e, "pod1")
 	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(
 		ep{ip: "10.244.1.11", node: "node-a", serving: true, terminating: true}, readyEP("10.244.1.12", "node-a")))
@@ -296,12 +293,7 @@ func TestConnectedUDPNeverRedialedAfterRemoval(t *testing.T) {
 	})
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 	const queries = 15
-	done := make(chan runOut, 1)
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
-			"--count", fmt.Sprint(queries), "--interval", "200ms", "--seq", "--hold")
-		done <- runOut{r, err}
-	}()
+	done := holdUDP(e, queries, "200ms", "--hold")
 	waitAnswered(t, e, "pod1")
 	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
 	e.waitInspect(2*time.Second, "10.244.1.12:5353")

@@ -20,7 +20,7 @@ func TestConnectedUDPMovedOffAfterLayoutChange(t *testing.T) {
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 	gen := waitGeneration(t, e, served{})
 
-	done := holdUDP(e, 40)
+	done := holdUDP(e, 40, "300ms")
 	waitAnswered(t, e, "pod1")
 	e.stopAgent(syscall.SIGTERM)
 	e.startAgentBin(changed)
