@@ -44,7 +44,9 @@ vet:
 # and e2e against a real control plane (run once, by the e2e target).
 # As non-root the kernel-facing tests skip and say why; CI runs as root.
 # tests/integration runs alone, after the other packages: its connect
-# loops and timing bounds get the machine to themselves.
+# loops and agents get the machine to themselves (its tests under load
+# compare a loop with itself, a window against an equal one before the
+# event, not with figures of this machine's speed).
 test: osdeps-test vet mutants fuzz e2e bench-ci
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /tests/e2e -e /tests/integration)
 	$(GO) test -count=1 -timeout 20m ./tests/integration/

@@ -47,15 +47,29 @@ const LabclientEnv = "SOCKLB_LABCLIENT"
 // cgroup (no socklb). Returns labclient's stdout; on failure the error
 // carries its stderr. ctx cancellation kills the process.
 func (c *Client) Run(ctx context.Context, cg *Cgroup, args ...string) ([]byte, error) {
-	bin, err := labclient.Build()
+	cmd, stdout, stderr, err := c.command(ctx, cg, args)
 	if err != nil {
 		return nil, err
 	}
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), c.failed(args, err, stderr)
+	}
+	return stdout.Bytes(), nil
+}
+
+// command prepares labclient with args in the client's namespace and cg.
+func (c *Client) command(ctx context.Context, cg *Cgroup, args []string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, error) {
+	bin, err := labclient.Build()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// ip netns exec execs labclient in place (no fork): a signal to the
+	// process reaches labclient.
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.NetNS, bin}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if cg != nil {
 		if err := cg.checkOwn(); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = cg.FD()
@@ -63,10 +77,80 @@ func (c *Client) Run(ctx context.Context, cg *Cgroup, args ...string) ([]byte, e
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("labclient %s in %s: %w: %s", strings.Join(args, " "), c.NetNS, err, strings.TrimSpace(stderr.String()))
+	return cmd, &stdout, &stderr, nil
+}
+
+func (c *Client) failed(args []string, err error, stderr *bytes.Buffer) error {
+	return fmt.Errorf("labclient %s in %s: %w: %s", strings.Join(args, " "), c.NetNS, err, strings.TrimSpace(stderr.String()))
+}
+
+// Background is a labclient started by Start. It runs until its own end
+// (its --count or --duration) or until Stop.
+type Background struct {
+	c      *Client
+	args   []string
+	cmd    *exec.Cmd
+	stdout *bytes.Buffer
+	stderr *bytes.Buffer
+	done   chan struct{}
+	err    error // cmd.Wait's, once done is closed
+}
+
+// Start runs labclient as Run does, in the background. With `loop
+// --duration 0` or `udp --count 0` it runs until Stop: a test stops it
+// once the event it covers (a restart, an upgrade) is over and checked,
+// however long that took, and Running tells whether it really lasted.
+func (c *Client) Start(ctx context.Context, cg *Cgroup, args ...string) (*Background, error) {
+	cmd, stdout, stderr, err := c.command(ctx, cg, args)
+	if err != nil {
+		return nil, err
 	}
-	return stdout.Bytes(), nil
+	if err := cmd.Start(); err != nil {
+		return nil, c.failed(args, err, stderr)
+	}
+	b := &Background{c: c, args: args, cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	go func() {
+		b.err = cmd.Wait()
+		close(b.done)
+	}()
+	return b, nil
+}
+
+// StartLoop starts `labclient loop --addr addr --duration 0`: one connect
+// after the other until Stop.
+func (c *Client) StartLoop(ctx context.Context, cg *Cgroup, addr string, extra ...string) (*Background, error) {
+	return c.Start(ctx, cg, append([]string{"loop", "--addr", addr, "--duration", "0"}, extra...)...)
+}
+
+// Running reports whether labclient is still running: it has neither ended
+// on its own nor been killed.
+func (b *Background) Running() bool {
+	select {
+	case <-b.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Done is closed when labclient has exited.
+func (b *Background) Done() <-chan struct{} { return b.done }
+
+// Stop ends labclient with SIGTERM (it finishes the attempt in flight and
+// prints its result), waits for it and returns the result. On a labclient
+// that already ended it only returns the result. labclient handles
+// SIGTERM from its first instructions on: Stop a client only after it has
+// shown it runs (it served a connect), or a SIGTERM that comes first kills
+// it with no result.
+func (b *Background) Stop() (*Result, error) {
+	if b.Running() {
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	<-b.done
+	if b.err != nil {
+		return nil, b.c.failed(b.args, b.err, b.stderr)
+	}
+	return ParseResult(b.stdout.Bytes())
 }
 
 // RunResult is Run followed by ParseResult.

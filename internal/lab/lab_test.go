@@ -2,9 +2,11 @@ package lab
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,6 +186,68 @@ func TestLab(t *testing.T) {
 		r := must(t)(cli.Loop(ctx, cg, "10.244.1.11:8080", 300*time.Millisecond))
 		if r.OK == 0 || len(r.Errors) != 0 {
 			t.Errorf("loop: %+v", r)
+		}
+	})
+
+	// A loop with no end runs until Stop, and says when its failures were:
+	// a test compares that with the times of its own events.
+	t.Run("loop-until-stopped", func(t *testing.T) {
+		l.ResetCounts()
+		b, err := cli.StartLoop(ctx, cg, "10.244.1.11:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l.Counts("tcp")["pod-a"] < 10 {
+			if !b.Running() {
+				r, err := b.Stop()
+				t.Fatalf("the loop ended on its own: %+v %v", r, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		r := must(t)(b.Stop())
+		if b.Running() || r.OK < 10 || len(r.Errors) != 0 || r.FailedFrom != "" || r.FailedUntil != "" {
+			t.Errorf("loop stopped after 10 connects: running %v, %+v", b.Running(), r)
+		}
+
+		// A server that closes every connection unanswered: each connect
+		// is a failure ("empty") that the server side can count.
+		var ln net.Listener
+		if err := InNetNS(l.Pod("pod-b").NetNS, func() (err error) {
+			ln, err = net.Listen("tcp4", ":8081")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		var closed atomic.Int64
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				closed.Add(1)
+				c.Close()
+			}
+		}()
+		start := time.Now()
+		b, err = cli.StartLoop(ctx, cg, "10.244.1.12:8081")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for closed.Load() < 10 {
+			if !b.Running() {
+				r, err := b.Stop()
+				t.Fatalf("the loop ended on its own: %+v %v", r, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		r = must(t)(b.Stop())
+		stop := time.Now()
+		from, err1 := time.Parse(time.RFC3339Nano, r.FailedFrom)
+		until, err2 := time.Parse(time.RFC3339Nano, r.FailedUntil)
+		if r.OK != 0 || r.Errors["empty"] < 10 || err1 != nil || err2 != nil || from.Before(start) || until.After(stop) {
+			t.Errorf("loop failing from %s until stopped at %s: %+v (%v, %v)", start.Format(time.RFC3339Nano), stop.Format(time.RFC3339Nano), r, err1, err2)
 		}
 	})
 

@@ -180,19 +180,26 @@ func chiSquareCritical(df int, p float64) float64 {
 // rewrites the service's backend set, growing and shrinking it. Every draw
 // must land on a backend that is in some set the writer wrote: never a
 // miss, never a refusal, never an address from a half-written service.
+//
+// The draws last as long as the churn they are to race takes, not a
+// number fixed in advance that a busy machine might finish before the
+// writer has run: at least minDraws, and on until the writer has flipped
+// minFlips times since the first draw and the draws have landed in every
+// set it writes. maxDraws only ends a test whose writer never gets there.
 func TestTranslateDuringChurn(t *testing.T) {
+	const minDraws, minFlips, maxDraws = 50000, 100, 5000000
 	d := openTest(t, Config{})
 	p := testProgs(t, d)
 	vip := netip.MustParseAddrPort("10.96.0.10:80")
 	sizes := []int{1, 20, 2, 13, 1, 7, 3}
 	sets := make([]servicemap.Frontend, len(sizes))
-	valid := map[netip.AddrPort]bool{}
+	valid := map[netip.AddrPort]int{} // backend -> its set, from 1
 	for i, n := range sizes {
 		var bes []string
 		for j := 0; j < n; j++ {
 			ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(i + 1), byte(j + 1)}), 8080)
 			bes = append(bes, ap.String())
-			valid[ap] = true
+			valid[ap] = i + 1
 		}
 		sets[i] = frontend("10.96.0.10", 80, servicemap.TCP, bes...)
 	}
@@ -212,21 +219,27 @@ func TestTranslateDuringChurn(t *testing.T) {
 			flips.Add(1)
 		}
 	}()
-	const runs = 50000
-	bad := 0
-	for i := 0; i < runs; i++ {
-		r := run(t, p.TestTranslateConnect, vip, servicemap.TCP, uint64(i))
-		if r.verdict != verdictXlated || !valid[r.addrPort] {
+	first := flips.Load()
+	seen := map[int]bool{}
+	draws, bad := 0, 0
+	for ; draws < maxDraws && (draws < minDraws || flips.Load()-first < minFlips || len(seen) < len(sets)); draws++ {
+		r := run(t, p.TestTranslateConnect, vip, servicemap.TCP, uint64(draws))
+		set := valid[r.addrPort]
+		if r.verdict != verdictXlated || set == 0 {
 			bad++
 			if bad < 5 {
-				t.Errorf("draw %d during churn: verdict %d -> %s", i, r.verdict, r.addrPort)
+				t.Errorf("draw %d during churn: verdict %d -> %s", draws, r.verdict, r.addrPort)
 			}
+			continue
 		}
+		seen[set] = true
 	}
+	flipped := flips.Load() - first
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("%d draws across %d backend-set flips, %d bad", runs, flips.Load(), bad)
-	if flips.Load() < 100 {
-		t.Errorf("only %d flips happened during the draws: the test did not exercise churn", flips.Load())
+	t.Logf("%d draws across %d backend-set flips, in %d of the %d sets, %d bad", draws, flipped, len(seen), len(sets), bad)
+	if flipped < minFlips || len(seen) < len(sets) {
+		t.Errorf("%d draws saw %d of the %d backend sets across %d flips (want every set, at least %d flips): the test did not race churn",
+			draws, len(seen), len(sets), flipped, minFlips)
 	}
 }

@@ -155,25 +155,16 @@ type upgradeStep struct {
 // ClusterIP.
 func TestUpgradeSizesUnderLoad(t *testing.T) {
 	e := startEcho(t)
-	udp := make(chan runOut, 1)
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
-			"--count", udpSends, "--interval", "100ms", "--seq")
-		udp <- runOut{r, err}
-	}()
+	udp := startUDP(t, e, "udp")
 	upgradeUnderLoad(t, e, []upgradeStep{
 		{name: "larger maps", bin: socklbBin, args: []string{"--max-services", "4096", "--max-backends", "8192", "--max-affinity", "4096"}},
 		{name: "rollback to the default sizes", bin: socklbBin},
 	})
-	outlived(t, udp)
-	o := <-udp
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	t.Logf("unconnected UDP socket: replies %v, sources %v, errors %v", o.res.Replies, o.res.Sources, o.res.Errors)
-	if o.res.TotalErrors() != 0 || len(o.res.Replies) != 1 || !slices.Equal(o.res.Sources, []string{vip + ":53"}) {
+	o := stopUDP(t, udp)
+	t.Logf("unconnected UDP socket: replies %v, sources %v, errors %v", o.Replies, o.Sources, o.Errors)
+	if o.TotalErrors() != 0 || len(o.Replies) != 1 || !slices.Equal(o.Sources, []string{vip + ":53"}) {
 		t.Errorf("an unconnected UDP socket across two size changes: replies %v from %v, errors %v (%s); want one pod, all from %s:53",
-			o.res.Replies, o.res.Sources, o.res.Errors, o.res.FirstError, vip)
+			o.Replies, o.Sources, o.Errors, o.FirstError, vip)
 	}
 }
 
@@ -191,39 +182,24 @@ func TestUpgradeSizesUnderLoad(t *testing.T) {
 func TestUpgradeLayoutUnderLoad(t *testing.T) {
 	changed := layoutChangedBin(t)
 	e := startEcho(t)
-	conn := make(chan runOut, 1)
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp-connected", "--addr", vip+":53",
-			"--count", udpSends, "--interval", "100ms", "--seq")
-		conn <- runOut{r, err}
-	}()
-	unconn := make(chan runOut, 1)
-	go func() {
-		r, err := e.client().RunResult(e.ctx(), e.cg, "udp", "--addr", vip+":53",
-			"--count", udpSends, "--interval", "100ms", "--seq")
-		unconn <- runOut{r, err}
-	}()
+	conn := startUDP(t, e, "udp-connected")
+	unconn := startUDP(t, e, "udp")
 	// Both UDP sockets are held across both steps: each step's agent
 	// carries at least their two sk_state entries.
 	upgradeUnderLoad(t, e, []upgradeStep{
 		{name: "changed layout", bin: changed, carries: 2},
 		{name: "rollback to the first layout", bin: socklbBin, carries: 2},
 	})
-	outlived(t, conn)
-	outlived(t, unconn)
-	c, u := <-conn, <-unconn
-	if c.err != nil || u.err != nil {
-		t.Fatal(c.err, u.err)
-	}
-	t.Logf("connected UDP socket: replies %v, peers %v, errors %v", c.res.Replies, c.res.Peers, c.res.Errors)
-	if c.res.TotalErrors() != 0 || len(c.res.Replies) != 1 || !slices.Equal(c.res.Peers, []string{vip + ":53"}) {
+	c, u := stopUDP(t, conn), stopUDP(t, unconn)
+	t.Logf("connected UDP socket: replies %v, peers %v, errors %v", c.Replies, c.Peers, c.Errors)
+	if c.TotalErrors() != 0 || len(c.Replies) != 1 || !slices.Equal(c.Peers, []string{vip + ":53"}) {
 		t.Errorf("a connected UDP socket across two layout changes: replies %v, getpeername %v, errors %v (%s); want one pod, always %s:53",
-			c.res.Replies, c.res.Peers, c.res.Errors, c.res.FirstError, vip)
+			c.Replies, c.Peers, c.Errors, c.FirstError, vip)
 	}
-	t.Logf("unconnected UDP socket: replies %v, sources %v, errors %v", u.res.Replies, u.res.Sources, u.res.Errors)
-	if u.res.TotalErrors() != 0 || len(u.res.Replies) != 1 || !slices.Equal(u.res.Sources, []string{vip + ":53"}) {
+	t.Logf("unconnected UDP socket: replies %v, sources %v, errors %v", u.Replies, u.Sources, u.Errors)
+	if u.TotalErrors() != 0 || len(u.Replies) != 1 || !slices.Equal(u.Sources, []string{vip + ":53"}) {
 		t.Errorf("an unconnected UDP socket across two layout changes: replies %v from %v, errors %v (%s); want one pod, all from %s:53",
-			u.res.Replies, u.res.Sources, u.res.Errors, u.res.FirstError, vip)
+			u.Replies, u.Sources, u.Errors, u.FirstError, vip)
 	}
 }
 
@@ -237,21 +213,10 @@ func upgradeUnderLoad(t *testing.T, e *env, steps []upgradeStep) {
 }
 
 func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep) {
-	const loopFor = 16 * time.Second
-	// Built before the clock starts: the first run of labclient builds it.
-	if _, err := lab.BuildLabclient(); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	bg := loop(e, e.client(), vip+":80", loopFor)
-	for sum(e.lab.Counts("tcp")) < 100 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("the connect loop did not start within 5 s: %v", e.lab.Counts("tcp"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	bg := startLoop(t, e.ctx(), e.client(), e.cg, vip+":80", e.served)
+	baseline := servedIn(e.served, window)
 	for _, s := range steps {
-		before := sum(e.lab.Counts("tcp"))
+		before := e.served()
 		e.stopAgent(syscall.SIGTERM)
 		e.startAgentBin(s.bin, s.args...)
 		next := waitGeneration(t, e, gen)
@@ -267,7 +232,7 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 				t.Errorf("%s: the agent logged carrying sk_state of %d sockets, want at least %d (-1: no such line):\n%s", s.name, n, s.carries, e.agentLog())
 			}
 		}
-		served := sum(e.lab.Counts("tcp")) - before
+		served := e.served() - before
 		t.Logf("%s: generation %s -> %s, %d connects served meanwhile", s.name, filepath.Base(gen.gen), filepath.Base(next.gen), served)
 		if served == 0 {
 			t.Fatalf("%s: no connect was served while the agent was replaced: the loop did not cover it", s.name)
@@ -275,19 +240,11 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 		gen = next
 		time.Sleep(500 * time.Millisecond)
 	}
-	if time.Since(start) > loopFor-time.Second {
-		t.Fatalf("the upgrades took %s, longer than the connect loop: it did not cover them", time.Since(start))
-	}
-	o := <-bg
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	t.Logf("%d connects across %d upgrades, errors %v", o.res.OK, len(steps), o.res.Errors)
-	if o.res.TotalErrors() != 0 {
-		t.Fatalf("%d connects failed across the upgrades: %v (%s)\n%s", o.res.TotalErrors(), o.res.Errors, o.res.FirstError, e.agentLog())
-	}
-	if o.res.OK < 5000 {
-		t.Fatalf("only %d connects: the test did not load the datapath", o.res.OK)
+	checkShare(t, "after the upgrades", servedIn(e.served, window), baseline)
+	res := stopLoop(t, bg, "the upgrades")
+	t.Logf("%d connects across %d upgrades, errors %v", res.OK, len(steps), res.Errors)
+	if res.TotalErrors() != 0 {
+		t.Fatalf("%d connects failed across the upgrades: %v (%s)\n%s", res.TotalErrors(), res.Errors, res.FirstError, e.agentLog())
 	}
 	if res := tcpN(t, e, e.client(), vip+":80", 10); res.OK != 10 {
 		t.Fatalf("after the upgrades: %v %v", res.Replies, res.Errors)
@@ -298,20 +255,31 @@ var generationDir = regexp.MustCompile(`^v1-[0-9a-f]{12}$`)
 
 var carriedRE = regexp.MustCompile(`carried sk_state of ([0-9]+) sockets`)
 
-// udpSends at one per 100 ms outlast upgradeFromUnderLoad's 16 s loop,
-// so UDP sockets started with it are held across every step.
-const udpSends = "250"
-
-// outlived fails the test when a client started before the upgrades has
-// already ended: it did not cover them all.
-func outlived(t *testing.T, c chan runOut) {
+// startUDP starts a UDP client of the ClusterIP's port 53 that sends one
+// query every 100 ms on one socket until stopUDP: mode "udp" (unconnected)
+// or "udp-connected".
+func startUDP(t *testing.T, e *env, mode string) *lab.Background {
 	t.Helper()
-	select {
-	case o := <-c:
-		c <- o
-		t.Fatalf("a UDP client ended before the upgrades did (%d replies): it did not cover every step", o.res.OK)
-	default:
+	bg, err := e.client().Start(e.ctx(), e.cg, mode, "--addr", vip+":53", "--count", "0", "--interval", "100ms", "--seq")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return bg
+}
+
+// stopUDP stops a UDP client started before the upgrades, which must have
+// outlived them all: it is still running once they are over.
+func stopUDP(t *testing.T, bg *lab.Background) *lab.Result {
+	t.Helper()
+	if !bg.Running() {
+		res, err := bg.Stop()
+		t.Fatalf("a UDP client ended before the upgrades did (%+v %v): it did not cover every step", res, err)
+	}
+	res, err := bg.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // served is a generation of maps and the programs the links run on it.

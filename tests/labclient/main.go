@@ -12,6 +12,13 @@
 // Failures are counted by errno name (ECONNREFUSED, ENETUNREACH, ...), not
 // treated as fatal: the exit status is 0 whenever the JSON was printed, and 2
 // on a usage error.
+//
+// SIGTERM ends tcp, udp, udp-connected and loop after the attempt in flight,
+// and the JSON is printed as usual. With it, loop --duration 0 and udp,
+// udp-connected --count 0 run until the test stops them (lab.Background):
+// a client that must outlast an event (an agent restart, an upgrade) does
+// so however long the event takes on a busy machine, instead of for a
+// duration guessed in advance.
 package main
 
 import (
@@ -23,8 +30,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,14 +50,21 @@ func main() {
 
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	addr := fs.String("addr", "", "destination IP:PORT (IPv6 as [IP]:PORT)")
-	count := fs.Int("count", 1, "number of connects or queries")
+	count := fs.Int("count", 1, "number of connects or queries; udp, udp-connected: 0 until SIGTERM")
 	timeout := fs.Duration("timeout", 0, "per-attempt timeout (default 2s for tcp, 1s for udp)")
 	seq := fs.Bool("seq", false, "include the per-attempt sequence of answers in the output")
 	reconnect := fs.Bool("reconnect", false, "udp-connected: use a new socket for every query")
 	hold := fs.Bool("hold", false, "udp-connected: keep the one socket whatever fails, never dial again (statsd, syslog)")
-	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting; tcp-hold: how long to hold the socket")
+	duration := fs.Duration("duration", 5*time.Second, "loop: how long to keep connecting, 0 until SIGTERM; tcp-hold: how long to hold the socket")
 	interval := fs.Duration("interval", 0, "loop, udp, udp-connected: pause between attempts")
 	_ = fs.Parse(args)
+
+	sigterm := make(chan os.Signal, 1)
+	signal.Notify(sigterm, syscall.SIGTERM)
+	go func() {
+		<-sigterm
+		stopping.Store(true)
+	}()
 
 	res := &wire.Result{
 		Mode:    mode,
@@ -78,7 +94,7 @@ func main() {
 	switch mode {
 	case "tcp":
 		to := orDefault(*timeout, 2*time.Second)
-		for i := 0; i < *count; i++ {
+		for i := 0; i < *count && !stopping.Load(); i++ {
 			rec.record(tcpOnce(dst, to, res))
 		}
 	case "udp":
@@ -90,7 +106,8 @@ func main() {
 	case "loop":
 		to := orDefault(*timeout, 2*time.Second)
 		end := time.Now().Add(*duration)
-		for time.Now().Before(end) {
+		for (*duration == 0 || time.Now().Before(end)) && !stopping.Load() {
+			rec.begin()
 			rec.record(tcpOnce(dst, to, res))
 			if *interval > 0 {
 				time.Sleep(*interval)
@@ -100,6 +117,15 @@ func main() {
 		usage()
 	}
 	emit(res, start)
+}
+
+// stopping is set by SIGTERM: the attempt in flight is the last.
+var stopping atomic.Bool
+
+// more reports whether attempt i (from 0) is to be made: count 0 means
+// until SIGTERM.
+func more(i, count int) bool {
+	return (count == 0 || i < count) && !stopping.Load()
 }
 
 func usage() {
@@ -129,7 +155,11 @@ type recorder struct {
 	seq    bool
 	lastOK time.Time // the start, until an attempt succeeds
 	gap    time.Duration
+	began  time.Time // when the attempt being made began (loop)
 }
+
+// begin marks the start of an attempt, for FailedFrom and FailedUntil.
+func (r *recorder) begin() { r.began = time.Now() }
 
 func (r *recorder) record(pod string, err error) {
 	r.res.Attempts++
@@ -139,6 +169,15 @@ func (r *recorder) record(pod string, err error) {
 		r.res.Errors[what]++
 		if r.res.FirstError == "" {
 			r.res.FirstError = err.Error()
+		}
+		if !r.began.IsZero() {
+			// The first failure's end and the last failure's start: what
+			// made them fail happened between the two, whatever the
+			// scheduler did to this process around each connect.
+			if r.res.FailedFrom == "" {
+				r.res.FailedFrom = time.Now().Format(time.RFC3339Nano)
+			}
+			r.res.FailedUntil = r.began.Format(time.RFC3339Nano)
 		}
 	} else {
 		what = pod
@@ -321,7 +360,7 @@ func peerName(c syscall.Conn) (string, error) {
 func udpUnconnected(dst netip.AddrPort, count int, timeout, interval time.Duration, rec *recorder) {
 	c, err := net.ListenUDP(network("udp", dst), nil)
 	if err != nil {
-		for i := 0; i < count; i++ {
+		for i := 0; i < max(count, 1); i++ {
 			rec.record("", err)
 		}
 		return
@@ -329,9 +368,12 @@ func udpUnconnected(dst netip.AddrPort, count int, timeout, interval time.Durati
 	defer c.Close()
 	sources := map[string]bool{}
 	buf := make([]byte, 512)
-	for i := 0; i < count; i++ {
+	for i := 0; more(i, count); i++ {
 		if i > 0 && interval > 0 {
 			time.Sleep(interval)
+			if stopping.Load() {
+				break
+			}
 		}
 		if _, err := c.WriteToUDPAddrPort([]byte(fmt.Sprintf("q%d", i)), dst); err != nil {
 			rec.record("", err)
@@ -380,7 +422,7 @@ func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnec
 		sort.Strings(rec.res.Peers)
 	}()
 	buf := make([]byte, 512)
-	for i := 0; i < count; i++ {
+	for i := 0; more(i, count); i++ {
 		if c == nil || reconnect {
 			if c != nil {
 				c.Close()
@@ -401,6 +443,9 @@ func udpConnected(dst netip.AddrPort, count int, timeout time.Duration, reconnec
 		}
 		if i > 0 && interval > 0 {
 			time.Sleep(interval)
+			if stopping.Load() {
+				break
+			}
 		}
 		if _, err := c.Write([]byte(fmt.Sprintf("q%d", i))); err != nil {
 			rec.record("", err)

@@ -44,6 +44,15 @@ type Result struct {
 	// an outage in the middle of a loop lasted, which counts alone do not
 	// tell when attempts fail faster than they succeed.
 	LongestGap string `json:"longest_gap,omitempty"`
+	// FailedFrom is when the first failed attempt ended and FailedUntil
+	// when the last one began (loop only; RFC 3339 with nanoseconds, this
+	// machine's clock). Whatever failed them held at some moment no later
+	// than FailedFrom and at some moment no earlier than FailedUntil, so a
+	// test compares them with the times of its own events (an agent
+	// stopped, an agent ready) to tell when connects failed, however the
+	// scheduler delayed the client around each connect.
+	FailedFrom  string `json:"failed_from,omitempty"`
+	FailedUntil string `json:"failed_until,omitempty"`
 	// FirstError is the text of the first error seen, for debugging.
 	FirstError string `json:"first_error,omitempty"`
 }
