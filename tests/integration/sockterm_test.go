@@ -29,6 +29,30 @@ func holdUDP(e *env, n int, interval string, extra ...string) <-chan runOut {
 	return done
 }
 
+// heldAcrossRemoval serves the dns Service from pod1 alone, holds a
+// connected UDP client on it (n queries interval apart, labclient's extra
+// flags), moves the Service to pod2 once pod1 answered, and returns the
+// client's answers and how many datagrams pod1 had when the move was in
+// the maps.
+func heldAcrossRemoval(t *testing.T, n int, interval string, extra ...string) (*env, []string, int64) {
+	t.Helper()
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	})
+	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
+	done := holdUDP(e, n, interval, extra...)
+	waitAnswered(t, e, "pod1")
+	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(2*time.Second, "10.244.1.12:5353")
+	removedAt := e.lab.Counts("udp")["pod1"]
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("answers: %s", strings.Join(o.res.Sequence, " "))
+	return e, o.res.Sequence, removedAt
+}
+
 // waitAnswered waits until pod has answered a UDP query: the held socket
 // is connected to it. A loaded machine can take over a second to start the
 // client.
@@ -48,23 +72,7 @@ func waitAnswered(t *testing.T, e *env, pod string) {
 // sees the error, reconnects, and lands on the live backend; the removed
 // pod receives nothing after the removal.
 func TestConnectedUDPMovedOffRemovedBackend(t *testing.T) {
-	e := startWith(t, threePods, map[string]string{
-		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
-	})
-	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
-
-	done := holdUDP(e, 10, "300ms")
-	waitAnswered(t, e, "pod1")
-	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
-	e.waitInspect(2*time.Second, "10.244.1.12:5353")
-	removedAt := e.lab.Counts("udp")["pod1"]
-
-	o := <-done
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	seq := o.res.Sequence
-	t.Logf("answers: %s", strings.Join(seq, " "))
+	e, seq, removedAt := heldAcrossRemoval(t, 10, "300ms")
 	if len(seq) != 10 || seq[0] != "pod1" {
 		t.Fatalf("sequence %v: want 10 answers starting on pod1", seq)
 	}
@@ -288,23 +296,7 @@ func TestConnectedUDPKeepsTerminatingEndpoint(t *testing.T) {
 // send fails with EDESTADDRREQ and the application must dial again. The
 // removed pod receives nothing after the removal either way.
 func TestConnectedUDPNeverRedialedAfterRemoval(t *testing.T) {
-	e := startWith(t, threePods, map[string]string{
-		"svc.yaml": svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
-	})
-	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
-	const queries = 15
-	done := holdUDP(e, queries, "200ms", "--hold")
-	waitAnswered(t, e, "pod1")
-	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
-	e.waitInspect(2*time.Second, "10.244.1.12:5353")
-	removedAt := e.lab.Counts("udp")["pod1"]
-
-	o := <-done
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	seq := o.res.Sequence
-	t.Logf("answers: %s", strings.Join(seq, " "))
+	e, seq, removedAt := heldAcrossRemoval(t, 15, "200ms", "--hold")
 	i := slices.Index(seq, "EDESTADDRREQ")
 	if seq[0] != "pod1" || i < 0 {
 		t.Fatalf("sequence %v: want pod1 first, then EDESTADDRREQ once the socket is destroyed", seq)
