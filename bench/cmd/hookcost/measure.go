@@ -50,8 +50,10 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 		return nil, fmt.Errorf("opening the datapath: %w", err)
 	}
 	defer func() {
+		// Closed first: Cleanup refuses pins a live datapath holds.
+		cl := dp.Close()
 		_, cerr := datapath.Cleanup(w.BPFFS.Path(), false)
-		err = errors.Join(err, dp.Close(), cerr)
+		err = errors.Join(err, cl, cerr)
 	}()
 
 	progs, err := datapath.OpenHookPrograms(w.BPFFS.Path(), hookNames...)

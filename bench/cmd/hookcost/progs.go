@@ -4,8 +4,9 @@ import (
 	"github.com/socklb/socklb/pkg/datapath"
 )
 
-// hookNames are the IPv4 hooks the lab's connects and datagrams run.
-var hookNames = []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4"}
+// hookNames are the IPv4 hooks the lab's connects and datagrams run, and
+// the egress hook every packet of the cgroup's sockets passes.
+var hookNames = []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "egress"}
 
 // progStats is one program's cumulative run time and run count; the raw
 // files keep its JSON keys.
