@@ -136,8 +136,11 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 			sets := selectBackends(candidateEndpoints(eps, is6, sp, b.node), internalLocal, externalLocal, b.node)
 			internal, external := toBackends(sets.internal), toBackends(sets.external)
 			local := toBackends(sets.externalLocal)
-			serving := sets.serving
-			frontend := func(kind Kind, addr netip.Addr, port uint16, backends []Backend) Frontend {
+			// Once per set, shared by every frontend of it (a NodePort
+			// has one per node address).
+			lingerInternal, lingerExternal := lingering(sets.serving, internal), lingering(sets.serving, external)
+			lingerLocal := lingering(sets.serving, local)
+			frontend := func(kind Kind, addr netip.Addr, port uint16, backends, lingers []Backend) Frontend {
 				return Frontend{
 					Key:       FrontendKey{Addr: addr, Port: port, Proto: sp.proto},
 					Kind:      kind,
@@ -146,7 +149,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 					Backends:  backends,
 					Affinity:  affinity,
 					LocalOnly: kind == KindClusterIP && internalLocal,
-					Lingering: lingering(serving, backends),
+					Lingering: lingers,
 				}
 			}
 			// addExternal offers an external frontend and, under
@@ -154,7 +157,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 			// loopback address gets none: no packet from another machine
 			// carries one (the kernel drops it as a martian).
 			addExternal := func(kind Kind, addr netip.Addr, port uint16) {
-				fe := frontend(kind, addr, port, external)
+				fe := frontend(kind, addr, port, external, lingerExternal)
 				if kind == KindLoadBalancer {
 					fe.SourceRanges = ranges
 				}
@@ -163,13 +166,13 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 					twin := fe
 					twin.Key.Scope = ScopeExternal
 					twin.Backends, twin.PolicyDrop, twin.LocalOnly = local, sets.externalDrop, true
-					twin.Lingering = lingering(serving, local)
+					twin.Lingering = lingerLocal
 					o.twin = &twin
 				}
 				b.offers = append(b.offers, o)
 			}
 
-			cip := frontend(KindClusterIP, vip, sp.port, internal)
+			cip := frontend(KindClusterIP, vip, sp.port, internal, lingerInternal)
 			cip.PolicyDrop = sets.internalDrop
 			b.offers = append(b.offers, offer{label: sp.label, fe: cip})
 			if sp.nodePort != 0 {
@@ -192,7 +195,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 				// No twin: a packet from another machine never carries
 				// 0.0.0.0.
 				if !externalLocal {
-					b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external)})
+					b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external, lingerExternal)})
 				}
 			}
 			for _, a := range famExt {
