@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,6 +143,20 @@ func (e *env) agentLog() string {
 func (e *env) inspect() string {
 	out, _ := exec.Command(socklbBin, "inspect", "--bpffs-path", e.fs.Path()).CombinedOutput()
 	return string(out)
+}
+
+// waitLog polls the agent's log until re matches it and returns the
+// match, or nil after timeout. A test that waits for an effect the agent
+// has on pins or maps checks its log line with this: the agent logs after
+// the effect, so a single read right after the effect can come too soon.
+func (e *env) waitLog(timeout time.Duration, re *regexp.Regexp) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindStringSubmatch(e.agentLog()); m != nil || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitInspect polls `socklb inspect` until it contains every want string.

@@ -220,12 +220,12 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 		e.stopAgent(syscall.SIGTERM)
 		e.startAgentBin(s.bin, s.args...)
 		next := waitGeneration(t, e, gen)
-		if !strings.Contains(e.agentLog(), "moving to new ones without detaching the hooks") {
+		if e.waitLog(5*time.Second, migratedRE) == nil {
 			t.Errorf("%s: the agent did not log its migration:\n%s", s.name, e.agentLog())
 		}
 		if s.carries > 0 {
 			n := -1
-			if m := carriedRE.FindStringSubmatch(e.agentLog()); m != nil {
+			if m := e.waitLog(5*time.Second, carriedRE); m != nil {
 				n, _ = strconv.Atoi(m[1])
 			}
 			if n < s.carries {
@@ -252,6 +252,8 @@ func upgradeFromUnderLoad(t *testing.T, e *env, gen served, steps []upgradeStep)
 }
 
 var generationDir = regexp.MustCompile(`^v1-[0-9a-f]{12}$`)
+
+var migratedRE = regexp.MustCompile(`moving to new ones without detaching the hooks`)
 
 var carriedRE = regexp.MustCompile(`carried sk_state of ([0-9]+) sockets`)
 
