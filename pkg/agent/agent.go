@@ -243,6 +243,9 @@ func (a *Agent) sync(full bool) bool {
 		a.log.Info("synced", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed,
 			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "full", r.full, "took", d)
 	}
+	if res.HookErr != nil {
+		a.log.Warn("the egress hook stays attached", "err", res.HookErr)
+	}
 	if res.SocketErr != nil {
 		a.log.Warn("destroying sockets of removed backends", "err", res.SocketErr)
 	}

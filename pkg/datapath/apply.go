@@ -31,6 +31,9 @@ type ApplyResult struct {
 	// SocketErr says what went wrong doing so (the maps are still right).
 	SocketsDestroyed int
 	SocketErr        error
+	// HookErr says why the egress hook stayed attached with no frontend
+	// needing it (egress.go); the next Apply tries again.
+	HookErr error
 	// Switched says what the pending migration did when this Apply let
 	// the links switch to the new maps (the live sockets' state carried),
 	// or is empty.
@@ -59,6 +62,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
+	d.prepareEgress(hasRanges(want))
 	// Removals first: they free ids and map room the upserts may need.
 	for key := range d.current {
 		if _, ok := want[key]; !ok {
@@ -68,7 +72,9 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	var fresh []servicemap.Frontend
 	for key, fe := range want {
 		if _, ok := d.current[key]; !ok {
-			fresh = append(fresh, fe)
+			if !d.egressRefused(fe, &res) {
+				fresh = append(fresh, fe)
+			}
 			continue
 		}
 		d.applyUpsert(key, fe, &res)
@@ -82,6 +88,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterApply(res)
+	res.HookErr = d.settleEgress()
 	return res
 }
 
@@ -92,6 +99,7 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
+	d.prepareEgress(hasRanges(delta.Upsert))
 	for _, key := range delta.Remove {
 		if _, ok := delta.Upsert[key]; !ok {
 			d.applyRemove(key, &res)
@@ -102,6 +110,7 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterDelta(delta, res)
+	res.HookErr = d.settleEgress()
 	return res
 }
 
@@ -119,6 +128,9 @@ func (d *Datapath) applyRemove(key servicemap.FrontendKey, res *ApplyResult) {
 
 func (d *Datapath) applyUpsert(key servicemap.FrontendKey, fe servicemap.Frontend, res *ApplyResult) {
 	if cur, ok := d.current[key]; ok && !cur.Broken && cur.Frontend.Equal(fe) {
+		return
+	}
+	if d.egressRefused(fe, res) {
 		return
 	}
 	if err := d.upsert(fe); err != nil {
@@ -256,7 +268,7 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 		d.dropRanges(next.ID, fe.SourceRanges, hadRanges)
 		return mapErr(socklbbpf.SocklbMapServices, err)
 	}
-	d.current[fe.Key] = next
+	d.setCurrent(next)
 	d.dropRanges(next.ID, hadRanges, fe.SourceRanges)
 
 	var had servicemap.Frontend
@@ -291,7 +303,7 @@ func (d *Datapath) remove(cur *Service) error {
 	if err := d.t.services.Delete(svcKey(cur.Frontend.Key)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("deleting service entry: %w", err)
 	}
-	delete(d.current, cur.Frontend.Key)
+	d.dropCurrent(cur.Frontend.Key)
 	d.dropRanges(cur.ID, cur.Frontend.SourceRanges, nil)
 	d.retire(cur, &Service{})
 	d.retarget(cur.Frontend, servicemap.Frontend{})

@@ -17,27 +17,31 @@ type hook struct {
 	name   string
 	attach ebpf.AttachType
 	prog   func(*socklbbpf.SocklbPrograms) *ebpf.Program
+	// lazy: attached only while some frontend needs it (egress.go).
+	lazy bool
 }
 
 var hooks = []hook{
-	{"connect4", ebpf.AttachCGroupInet4Connect, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbConnect4 }},
-	{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg4 }},
-	{"recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg4 }},
-	{"getpeername4", ebpf.AttachCgroupInet4GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername4 }},
-	{"connect6", ebpf.AttachCGroupInet6Connect, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbConnect6 }},
-	{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg6 }},
-	{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg6 }},
-	{"getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername6 }},
 	// loadBalancerSourceRanges for sockets: the source exists only once the
-	// packet does. It costs every other socket's packets one storage lookup.
-	{"egress", ebpf.AttachCGroupInetEgress, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbEgress }},
+	// packet does. First, so that it is in place before a connect hook of
+	// the same agent can flag a socket for it.
+	{"egress", ebpf.AttachCGroupInetEgress, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbEgress }, true},
+	{"connect4", ebpf.AttachCGroupInet4Connect, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbConnect4 }, false},
+	{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg4 }, false},
+	{"recvmsg4", ebpf.AttachCGroupUDP4Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg4 }, false},
+	{"getpeername4", ebpf.AttachCgroupInet4GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername4 }, false},
+	{"connect6", ebpf.AttachCGroupInet6Connect, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbConnect6 }, false},
+	{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg6 }, false},
+	{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg6 }, false},
+	{"getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername6 }, false},
 }
 
-// attachHooks attaches every hook to the cgroup with a pinned bpf_link. A
+// attachHooks attaches every hook to the cgroup with a pinned bpf_link,
+// the lazy ones only when withLazy (and detaches those otherwise). A
 // link an earlier agent pinned is kept and switched to the new program in
 // one step (link update), so an upgrade never leaves the cgroup without a
 // hook, not even for a moment.
-func attachHooks(cfg Config, progs *socklbbpf.SocklbPrograms) error {
+func attachHooks(cfg Config, progs *socklbbpf.SocklbPrograms, withLazy bool) error {
 	if err := ensurePinDir(linksDir(cfg.BPFFSPath)); err != nil {
 		return err
 	}
@@ -47,6 +51,12 @@ func attachHooks(cfg Config, progs *socklbbpf.SocklbPrograms) error {
 	}
 	for _, h := range hooks {
 		pin := filepath.Join(linksDir(cfg.BPFFSPath), h.name)
+		if h.lazy && !withLazy {
+			if err := detachPinned(pin); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := attachOne(pin, cfg.CgroupPath, cgid, h, h.prog(progs)); err != nil {
 			return fmt.Errorf("attaching %s to cgroup %s: %w", h.name, cfg.CgroupPath, err)
 		}
@@ -84,6 +94,23 @@ func attachOne(pin, cgroup string, cgid uint64, h hook, prog *ebpf.Program) erro
 	default:
 		return fmt.Errorf("opening pinned link %s: %w", pin, err)
 	}
+}
+
+// detachPinned detaches the link pinned at pin, if any: the pin is its
+// last reference once this process closes its own.
+func detachPinned(pin string) error {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening pinned link %s: %w", pin, err)
+	}
+	defer l.Close()
+	if err := l.Unpin(); err != nil {
+		return fmt.Errorf("unpinning link %s to detach it: %w", pin, err)
+	}
+	return nil
 }
 
 // cgroupID is the cgroup's inode number on cgroup2, which is the id the

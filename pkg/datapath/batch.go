@@ -107,7 +107,7 @@ func (d *Datapath) writeChunk(chunk []servicemap.Frontend) (err error) {
 		}
 	}
 	for _, s := range next {
-		d.current[s.Frontend.Key] = s
+		d.setCurrent(s)
 	}
 	return nil
 }

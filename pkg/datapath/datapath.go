@@ -44,6 +44,13 @@ type Datapath struct {
 	// The per-packet path: nil when cfg.PacketLB is off.
 	nodeport *socklbbpf.NodeportObjects
 	devices  []Device
+	// ranged counts the programmed frontends with source ranges, and
+	// egressOn says whether this agent keeps the egress hook attached for
+	// them; egressErr is why attaching it failed in the current Apply.
+	ranged    int
+	egressOn  bool
+	egressErr error
+
 	// flowCount is the flows map's entries at the last ExpireFlows.
 	flowCount atomic.Int64
 }
@@ -104,10 +111,11 @@ func Open(cfg Config) (*Datapath, error) {
 			d.migration = mig.String(pinDir)
 		}
 		if cfg.CgroupPath != "" {
-			if err := attachHooks(cfg, &objs.SocklbPrograms); err != nil {
+			if err := attachHooks(cfg, &objs.SocklbPrograms, d.ranged > 0); err != nil {
 				d.Close()
 				return nil, err
 			}
+			d.egressOn = d.ranged > 0
 		}
 		if mig != nil {
 			d.pendingErr = mig.switched()
@@ -199,7 +207,10 @@ func (d *Datapath) adopt() error {
 			live[socklbbpf.SocklbSlotKey{SvcId: s.ID, Generation: s.Generation, Slot: slot}] = true
 		}
 	}
-	d.current = cur
+	d.current = map[servicemap.FrontendKey]*Service{}
+	for _, s := range cur {
+		d.setCurrent(s)
+	}
 	d.refs = map[socklbbpf.SocktermSockTarget]int{}
 	for _, s := range cur {
 		for _, t := range sockTargets(s.Frontend) {

@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -46,14 +48,19 @@ func HookNames() []string {
 }
 
 // OpenHookPrograms opens the program of each named hook's pinned link
-// under bpffs (every hook when names is empty).
+// under bpffs (every attached hook when names is empty: a lazy one may
+// not be).
 func OpenHookPrograms(bpffs string, names ...string) (HookPrograms, error) {
-	if len(names) == 0 {
+	all := len(names) == 0
+	if all {
 		names = HookNames()
 	}
 	progs := HookPrograms{}
-	for _, name := range names {
+	for i, name := range names {
 		pin := filepath.Join(linksDir(bpffs), name)
+		if _, err := os.Lstat(pin); all && hooks[i].lazy && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		l, err := link.LoadPinnedLink(pin, nil)
 		if err != nil {
 			progs.Close()

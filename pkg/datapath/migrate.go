@@ -322,7 +322,7 @@ func (d *Datapath) finishMigration(applied bool) string {
 		return ""
 	}
 	d.pending.carry()
-	if err := attachHooks(d.cfg, &d.objs.SocklbPrograms); err != nil {
+	if err := attachHooks(d.cfg, &d.objs.SocklbPrograms, d.ranged > 0); err != nil {
 		d.pendingErr = fmt.Errorf("switching the hooks to the maps under %s: %w", d.pinDir, err)
 		return ""
 	}
@@ -332,6 +332,7 @@ func (d *Datapath) finishMigration(applied bool) string {
 			return ""
 		}
 	}
+	d.egressOn = d.ranged > 0
 	d.pendingErr = d.pending.switched()
 	done := "the hooks switched to " + d.pinDir
 	if d.pending.carryNote != "" {

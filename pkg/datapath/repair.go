@@ -54,7 +54,7 @@ func (d *Datapath) RepairPins() (repaired []string, err error) {
 	// While a migration waits for its first Apply the links rightly run
 	// the older agent's programs.
 	if d.cfg.CgroupPath != "" && d.pending == nil {
-		fixed, err := repairLinks(d.cfg, &d.objs.SocklbPrograms)
+		fixed, err := repairLinks(d.cfg, &d.objs.SocklbPrograms, d.egressOn)
 		repaired = append(repaired, fixed...)
 		errs = append(errs, err)
 	}
@@ -97,7 +97,7 @@ func repairMapPin(pin string, m *ebpf.Map) (bool, error) {
 	return false, nil
 }
 
-func repairLinks(cfg Config, progs *socklbbpf.SocklbPrograms) ([]string, error) {
+func repairLinks(cfg Config, progs *socklbbpf.SocklbPrograms, withLazy bool) ([]string, error) {
 	if err := ensurePinDir(linksDir(cfg.BPFFSPath)); err != nil {
 		return nil, err
 	}
@@ -108,6 +108,9 @@ func repairLinks(cfg Config, progs *socklbbpf.SocklbPrograms) ([]string, error) 
 	var fixed []string
 	var errs []error
 	for _, h := range hooks {
+		if h.lazy && !withLazy {
+			continue
+		}
 		pin := filepath.Join(linksDir(cfg.BPFFSPath), h.name)
 		prog := h.prog(progs)
 		l, err := link.LoadPinnedLink(pin, nil)

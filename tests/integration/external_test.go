@@ -407,3 +407,77 @@ func TestSourceRangesCheckedForSockets(t *testing.T) {
 		t.Errorf("the outside client, still not in the ranges: %d of 2 answered; want it dropped", res.OK)
 	}
 }
+
+// TestEgressHookFollowsSourceRanges: the egress hook that checks a
+// socket's source against loadBalancerSourceRanges costs every packet of
+// every socket in the cgroup, so it is attached only while a Service has
+// ranges: a Service gaining ranges at run time drops the pod outside them
+// from then on (the hook came in with the ranges), and losing them answers
+// the pod again with the hook gone.
+func TestEgressHookFollowsSourceRanges(t *testing.T) {
+	lb := svcSpec{name: "fw", typ: "LoadBalancer", clusterIPs: []string{"10.96.0.82"}, nodePort: 30153, lbIngress: []string{"203.0.113.22"}, udpNodePort: 30154}
+	eps := []ep{readyEP("10.244.2.11", "n2")}
+	e := newXEnv(t, map[string]string{"fw.yaml": lb.yaml(eps...)})
+	e.waitInspect("203.0.113.22:80/TCP", "203.0.113.22:53/UDP")
+	pod := e.m.Pod("n1-p1").Client()
+	answered := func(mode string) int {
+		t.Helper()
+		port := map[string]string{"tcp": "80", "udp": "53", "udp-connected": "53"}[mode]
+		res, err := pod.RunResult(e.ctx(), e.cg, mode, "--addr", "203.0.113.22:"+port, "--count", "3", "--timeout", "500ms")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.OK
+	}
+	egressAttached := func() bool {
+		t.Helper()
+		out, err := exec.Command("bpftool", "cgroup", "show", e.cg.Path()).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bpftool cgroup show %s: %v %s", e.cg.Path(), err, out)
+		}
+		return strings.Contains(string(out), "egress")
+	}
+	// waitAnswered polls until the pod's TCP connects get want answers of 3.
+	waitAnswered := func(when string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for got := answered("tcp"); got != want; got = answered("tcp") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: pod n1-p1 -> the LB IP: %d of 3 answered after 10 s, want %d", when, got, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	if egressAttached() {
+		t.Errorf("no Service has source ranges, yet the egress hook is attached")
+	}
+	waitAnswered("no ranges", 3)
+
+	lb.srcRanges = []string{"192.0.2.0/24"}
+	e.write("fw.yaml", lb.yaml(eps...))
+	waitAnswered("ranges added, none holding the pod", 0)
+	if !egressAttached() {
+		t.Errorf("a Service has source ranges, and the egress hook is not attached")
+	}
+	for _, mode := range []string{"udp", "udp-connected"} {
+		if got := answered(mode); got != 0 {
+			t.Errorf("%s: pod n1-p1 (not in 192.0.2.0/24) -> the LB IP: %d of 3 answered; kube-proxy drops it", mode, got)
+		}
+	}
+
+	lb.srcRanges = nil
+	e.write("fw.yaml", lb.yaml(eps...))
+	waitAnswered("ranges removed", 3)
+	if got := answered("udp-connected"); got != 3 {
+		t.Errorf("udp-connected: ranges removed, %d of 3 answered", got)
+	}
+	// Detached right after the Apply that wrote the Service without them.
+	deadline := time.Now().Add(5 * time.Second)
+	for egressAttached() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ranges are gone, and the egress hook is still attached 5 s later")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

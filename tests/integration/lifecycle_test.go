@@ -65,10 +65,14 @@ func TestCleanupDetaches(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bpftool cgroup show after SIGTERM: %v %s", err, out)
 	}
-	for _, h := range []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "connect6", "sendmsg6", "recvmsg6", "getpeername6", "egress"} {
+	for _, h := range []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "connect6", "sendmsg6", "recvmsg6", "getpeername6"} {
 		if !strings.Contains(string(out), h) {
 			t.Errorf("after SIGTERM the %s hook should stay attached; bpftool cgroup show:\n%s", h, out)
 		}
+	}
+	// Attached only while a Service has loadBalancerSourceRanges; none has.
+	if strings.Contains(string(out), "egress") {
+		t.Errorf("the egress hook is attached with no Service needing it; bpftool cgroup show:\n%s", out)
 	}
 	if res, err := e.client().TCP(e.ctx(), e.cg, vip+":80", 10); err != nil || res.OK != 10 {
 		t.Fatalf("after SIGTERM the ClusterIP should still be served: %+v %v", res, err)

@@ -56,11 +56,6 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 		err = errors.Join(err, cl, cerr)
 	}()
 
-	progs, err := datapath.OpenHookPrograms(w.BPFFS.Path(), hookNames...)
-	if err != nil {
-		return nil, err
-	}
-	defer progs.Close()
 	// The kernel counts run_time_ns only while some fd holds stats on.
 	statsOn, err := datapath.EnableRunTimeStats()
 	if err != nil {
@@ -68,7 +63,8 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 	}
 	defer statsOn.Close()
 
-	m := &measurer{ctx: ctx, w: w, progs: progs, cfg: cfg, pod: pods[0]}
+	m := &measurer{ctx: ctx, w: w, cfg: cfg, pod: pods[0]}
+	defer func() { m.progs.Close() }()
 	for _, n := range cfg.sizes {
 		want, err := desired(n, pods, lab.DefaultTCPPort, lab.DefaultUDPPort)
 		if err != nil {
@@ -79,6 +75,12 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 			return nil, fmt.Errorf("programming %d Services: %w", n, err)
 		}
 		fmt.Fprintf(os.Stderr, "hookcost: %d Services programmed in %s\n", n, time.Since(start).Round(time.Millisecond))
+		// Opened once programmed: the egress hook is attached only then.
+		if m.progs == nil {
+			if m.progs, err = datapath.OpenHookPrograms(w.BPFFS.Path(), hookNames...); err != nil {
+				return nil, err
+			}
+		}
 		sz, err := m.size(n)
 		if err != nil {
 			return nil, fmt.Errorf("N=%d: %w", n, err)

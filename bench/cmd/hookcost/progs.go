@@ -5,7 +5,8 @@ import (
 )
 
 // hookNames are the IPv4 hooks the lab's connects and datagrams run, and
-// the egress hook every packet of the cgroup's sockets passes.
+// the egress hook every packet of the cgroup's sockets passes while some
+// Service has loadBalancerSourceRanges.
 var hookNames = []string{"connect4", "sendmsg4", "recvmsg4", "getpeername4", "egress"}
 
 // progStats is one program's cumulative run time and run count; the raw

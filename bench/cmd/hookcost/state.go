@@ -25,7 +25,7 @@ const (
 
 // desired builds n TCP Services (ClusterIPs 10.96.0.10 onward, up to
 // 10.111.x.y for 1M) of endpointsPerService backends each on pods, plus a
-// UDP port on the measured one.
+// UDP port on the measured one and one LB IP with source ranges.
 func desired(n int, pods []netip.Addr, tcpPort, udpPort uint16) (servicemap.State, error) {
 	if len(pods) != endpointsPerService {
 		return nil, fmt.Errorf("need %d pods, got %d", endpointsPerService, len(pods))
@@ -50,7 +50,16 @@ func desired(n int, pods []netip.Addr, tcpPort, udpPort uint16) (servicemap.Stat
 				Service: name, PortName: "udp", Backends: udp})
 		}
 	}
+	// A LoadBalancer IP with loadBalancerSourceRanges, never connected to:
+	// the egress hook is attached only while such a frontend exists, and
+	// what it costs the packets of every other socket is measured so.
+	addFrontend(s, servicemap.Frontend{Key: servicemap.FrontendKey{Addr: rangedLBIP, Port: vipTCPPort, Proto: servicemap.TCP},
+		Service: types.NamespacedName{Namespace: "hookcost", Name: "ranged"}, PortName: "tcp", Backends: tcp,
+		SourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
 	return s, nil
 }
+
+// rangedLBIP is the LB IP of the one frontend with source ranges.
+var rangedLBIP = netip.MustParseAddr("203.0.113.10")
 
 func addFrontend(s servicemap.State, fe servicemap.Frontend) { s[fe.Key] = fe }
