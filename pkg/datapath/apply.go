@@ -89,6 +89,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterApply(res)
 	res.HookErr = d.settleEgress()
+	d.publishUsage()
 	return res
 }
 
@@ -111,6 +112,7 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterDelta(delta, res)
 	res.HookErr = d.settleEgress()
+	d.publishUsage()
 	return res
 }
 

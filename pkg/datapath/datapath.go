@@ -50,6 +50,10 @@ type Datapath struct {
 	ranged    int
 	egressOn  bool
 	egressErr error
+	// slotCount and rangeCount are the programmed slots and source ranges,
+	// kept by setCurrent; usage is what MapUsage last saw of them.
+	slotCount, rangeCount int
+	usage                 usage
 
 	// flowCount is the flows map's entries at the last ExpireFlows.
 	flowCount atomic.Int64
@@ -228,5 +232,6 @@ func (d *Datapath) adopt() error {
 		liveSvc[s.ID] = true
 	}
 	errs = append(errs, sweep(d.t.svcNames, func(id uint32) bool { return liveSvc[id] }))
+	d.publishUsage()
 	return errors.Join(errs...)
 }

@@ -15,24 +15,6 @@ import (
 // and detached once the last is gone. Detached it misses nothing: with no
 // frontend flagged it would pass every packet.
 
-// setCurrent records s as programmed, counting the frontends with ranges.
-func (d *Datapath) setCurrent(s *Service) {
-	if old, ok := d.current[s.Frontend.Key]; ok && len(old.Frontend.SourceRanges) > 0 {
-		d.ranged--
-	}
-	if len(s.Frontend.SourceRanges) > 0 {
-		d.ranged++
-	}
-	d.current[s.Frontend.Key] = s
-}
-
-func (d *Datapath) dropCurrent(key servicemap.FrontendKey) {
-	if old, ok := d.current[key]; ok && len(old.Frontend.SourceRanges) > 0 {
-		d.ranged--
-	}
-	delete(d.current, key)
-}
-
 // prepareEgress attaches the egress hook when frontends about to be
 // written need it. On failure those frontends are refused (egressRefused)
 // rather than written unchecked; the rest are programmed as usual.

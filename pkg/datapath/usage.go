@@ -1,0 +1,138 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// usage is what MapUsage reports of the maps the agent writes: published
+// under d.mu at the end of each write, read without it.
+type usage struct {
+	frontends, slots, backends, ranges atomic.Uint32
+}
+
+// setCurrent records s as programmed, keeping the counts usage publishes
+// and the frontends with source ranges (egress.go) without a walk.
+func (d *Datapath) setCurrent(s *Service) {
+	if old, ok := d.current[s.Frontend.Key]; ok {
+		d.uncount(old)
+	}
+	d.count(s, 1)
+	d.current[s.Frontend.Key] = s
+}
+
+func (d *Datapath) dropCurrent(key servicemap.FrontendKey) {
+	if old, ok := d.current[key]; ok {
+		d.uncount(old)
+	}
+	delete(d.current, key)
+}
+
+func (d *Datapath) uncount(s *Service) { d.count(s, -1) }
+
+func (d *Datapath) count(s *Service, sign int) {
+	d.slotCount += sign * len(s.BackendIDs)
+	d.rangeCount += sign * len(s.Frontend.SourceRanges)
+	if len(s.Frontend.SourceRanges) > 0 {
+		d.ranged += sign
+	}
+}
+
+// publishUsage makes the counts of the write just done visible to MapUsage.
+// Called with d.mu held.
+func (d *Datapath) publishUsage() {
+	d.usage.frontends.Store(uint32(len(d.current)))
+	d.usage.slots.Store(uint32(d.slotCount))
+	d.usage.backends.Store(uint32(len(d.backendIDs.used)))
+	d.usage.ranges.Store(uint32(d.rangeCount))
+}
+
+// MapUsage is how full one map is.
+type MapUsage struct {
+	Name              string
+	Entries, Capacity uint32
+}
+
+// MapUsage reports the entries and capacity of every map that can fill up.
+// The maps the agent writes are counted from its own record of them, as
+// the last write published it (exact, and free at any size); the others,
+// which the programs fill and which are small (the affinity LRU, node
+// addresses), are counted with batch lookups. It never takes the lock a
+// sync holds, so a scrape never delays one. Arrays and socket-local
+// storage cannot fill up and are left out.
+func (d *Datapath) MapUsage() ([]MapUsage, error) {
+	programmed := d.usage.frontends.Load()
+	slots := d.usage.slots.Load()
+	backends := d.usage.backends.Load()
+	counted := map[string]uint32{
+		socklbbpf.SocklbMapServices: programmed,
+		socklbbpf.SocklbMapSvcNames: programmed,
+		socklbbpf.SocklbMapSlots:    slots,
+		// One member per slot: a frontend's backends, by address.
+		socklbbpf.SocklbMapMembers:   slots,
+		socklbbpf.SocklbMapBackends:  backends,
+		socklbbpf.SocklbMapStats:     backends,
+		socklbbpf.SocklbMapSrcRanges: d.usage.ranges.Load(),
+		// Counted by the last sweep: a scrape never walks a million flows.
+		socklbbpf.SocklbMapFlows: uint32(d.flowCount.Load()),
+	}
+
+	var out []MapUsage
+	var errs []error
+	for name, m := range stateMaps(&d.objs.SocklbMaps) {
+		switch {
+		case m.MaxEntries() == 0:
+			continue // socket-local storage: sized by the sockets, never full
+		case m.Type() == ebpf.Array || m.Type() == ebpf.PerCPUArray:
+			continue // every slot always exists: counters, not room
+		}
+		u := MapUsage{Name: name, Capacity: m.MaxEntries()}
+		if n, ok := counted[name]; ok {
+			u.Entries = n
+		} else if n, err := countEntries(m); err != nil {
+			errs = append(errs, fmt.Errorf("counting the %s map: %w", name, err))
+			continue
+		} else {
+			u.Entries = n
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+// countEntries walks a hash map in batches, whatever its key and value
+// types: they are read as byte arrays of the map's sizes.
+func countEntries(m *ebpf.Map) (uint32, error) {
+	vsize := int(m.ValueSize())
+	switch m.Type() {
+	case ebpf.PerCPUHash, ebpf.LRUCPUHash, ebpf.PerCPUArray:
+		ncpu, err := ebpf.PossibleCPU()
+		if err != nil {
+			return 0, err
+		}
+		vsize = (vsize + 7) / 8 * 8 * ncpu
+	}
+	keys := reflect.MakeSlice(reflect.SliceOf(reflect.ArrayOf(int(m.KeySize()), reflect.TypeOf(byte(0)))), batchSize, batchSize).Interface()
+	vals := reflect.MakeSlice(reflect.SliceOf(reflect.ArrayOf(vsize, reflect.TypeOf(byte(0)))), batchSize, batchSize).Interface()
+	var cursor ebpf.MapBatchCursor
+	var total uint32
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		total += uint32(n)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return total, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
