@@ -40,16 +40,18 @@ func TestNewAddressServesNodePortsAtOnce(t *testing.T) {
 	ipNode("addr", "add", addr+"/32", "dev", "lo")
 	took := waitInspectFor(e, func(out string) bool { return strings.Contains(out, addr+":30080/TCP") })
 	t.Logf("the NodePort on %s was in the maps %s after the address", addr, took)
-	if took > time.Second {
-		t.Errorf("the NodePort on a new address took %s, want under 1s", took)
+	// Event-driven (netlink), so well under the 5 s allowed here for a
+	// loaded machine: the full resync that would otherwise notice is hourly.
+	if took > 5*time.Second {
+		t.Errorf("the NodePort on a new address took %s, want under 5s", took)
 	}
 	if res := tcpN(t, e, e.client(), addr+":30080", 3); res.OK != 3 {
 		t.Errorf("connects to %s:30080: replies %v errors %v, want 3 answers from the pods", addr, res.Replies, res.Errors)
 	}
 
 	ipNode("addr", "del", addr+"/32", "dev", "lo")
-	if took := waitInspectFor(e, func(out string) bool { return !strings.Contains(out, addr+":30080/TCP") }); took > time.Second {
-		t.Errorf("the NodePort of a removed address stayed %s, want under 1s", took)
+	if took := waitInspectFor(e, func(out string) bool { return !strings.Contains(out, addr+":30080/TCP") }); took > 5*time.Second {
+		t.Errorf("the NodePort of a removed address stayed %s, want under 5s", took)
 	}
 }
 

@@ -159,6 +159,21 @@ func (e *env) waitLog(timeout time.Duration, re *regexp.Regexp) []string {
 	}
 }
 
+// eventually polls ok until it holds or timeout passes, and says which.
+func eventually(timeout time.Duration, ok func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		if ok() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// destroyedRE is the sync's log line after it destroyed one socket.
+var destroyedRE = regexp.MustCompile(`sockets_destroyed=1\b`)
+
 // waitInspect polls `socklb inspect` until it contains every want string.
 func (e *env) waitInspect(timeout time.Duration, want ...string) string {
 	e.t.Helper()

@@ -29,7 +29,7 @@ func TestAgentRestartKeepsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startAgent()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		out := e.inspect()
 		if !strings.Contains(out, "10.96.0.20") && !strings.Contains(out, "10.244.1.11:8080") && strings.Contains(out, "10.244.1.12:8080") {

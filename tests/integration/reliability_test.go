@@ -42,6 +42,7 @@ func TestRestartUnderLoad(t *testing.T) {
 	t.Logf("new agent adopted the pinned state %s after start", time.Since(restart))
 	// Under the same load, the new agent programs a change.
 	e.writeManifest("echo.yaml", serviceYAML("echo", vip, ready("10.244.1.12")...))
+	deadline = time.Now().Add(10 * time.Second)
 	for strings.Contains(e.inspect(), "10.244.1.11:8080") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the new agent did not apply a change within 10 s:\n%s", e.agentLog())

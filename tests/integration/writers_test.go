@@ -106,8 +106,10 @@ func TestCleanupRefusesWhileAgentRuns(t *testing.T) {
 		t.Errorf("cleanup --force does not say it removed the links and maps: %s", out)
 	}
 	waitServing(t, e, "after cleanup --force")
-	if _, err := os.Stat(e.mapPin("services")); err != nil {
-		t.Errorf("services map not pinned again: %v", err)
+	// The links may come back before the maps: cleanup unpins the maps
+	// after the links, and a pin check can run in between.
+	if !eventually(5*time.Second, func() bool { _, err := os.Stat(e.mapPin("services")); return err == nil }) {
+		t.Errorf("services map not pinned again within 5 s")
 	}
 	// Serving again proves nothing if --force removed nothing: the agent
 	// must have found its pins gone and put them back.
@@ -118,7 +120,12 @@ func TestCleanupRefusesWhileAgentRuns(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if m := e.scrape(); strings.Contains(m, "socklb_pins_repaired_total 0\n") || !strings.Contains(m, "socklb_pins_repaired_total ") {
+	// Counted right after the log line.
+	repaired := func(m string) bool {
+		return !strings.Contains(m, "socklb_pins_repaired_total 0\n") && strings.Contains(m, "socklb_pins_repaired_total ")
+	}
+	if !eventually(5*time.Second, func() bool { return repaired(e.scrape()) }) {
+		m := e.scrape()
 		t.Errorf("socklb_pins_repaired_total after cleanup --force:\n%s", testkit.GrepLines(m, "socklb_pins_repaired"))
 	}
 }
@@ -143,7 +150,8 @@ func TestUnpinnedLinkDetected(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if m := e.scrape(); !strings.Contains(m, "socklb_pins_repaired_total 1\n") {
+	if !eventually(5*time.Second, func() bool { return strings.Contains(e.scrape(), "socklb_pins_repaired_total 1\n") }) {
+		m := e.scrape()
 		t.Errorf("socklb_pins_repaired_total:\n%s", testkit.GrepLines(m, "socklb_pins_repaired"))
 	}
 }
