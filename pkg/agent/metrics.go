@@ -183,7 +183,7 @@ func newMetrics(pending func() changeCount) *Metrics {
 	}, func() float64 { return float64(pending().slices) })
 	// The Go runtime and the process, as every Kubernetes component
 	// exports them: RSS, CPU, open files, goroutines, GC pauses.
-	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), peakRSS("/proc/self/status"))
 	m.Registry.MustRegister(m.syncDuration, m.syncFull, m.syncPartial, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
