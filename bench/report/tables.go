@@ -34,6 +34,8 @@ var metrics = []metric{
 	{"Full sync", "s", false, func(r Run) *float64 { return r.FullSyncS },
 		"From the dataplane's start to every Service programmed and the target answering through its ClusterIP."},
 	{"Agent RSS at full sync", "MiB", false, func(r Run) *float64 { return r.AgentRSSMiB }, "VmRSS of the socklb agent or kube-proxy process."},
+	{"Agent peak RSS at full sync", "MiB", false, func(r Run) *float64 { return r.AgentPeakRSSMiB },
+		"VmHWM of the same process at the same moment: the highest resident set since it started, which a memory limit must hold (not measured in older runs)."},
 	{"Agent CPU at full sync", "s", false, func(r Run) *float64 { return r.AgentCPUS },
 		"utime+stime of the process and of its waited-for children (kube-proxy's iptables-restore / nft), from start to full sync."},
 }

@@ -22,7 +22,10 @@ type Run struct {
 	WatchLatencyP99ms *float64 `json:"watch_latency_p99_ms,omitempty"`
 	FullSyncS         *float64 `json:"full_sync_s"`
 	AgentRSSMiB       *float64 `json:"agent_rss_mib"`
-	AgentCPUS         *float64 `json:"agent_cpu_s"`
+	// AgentPeakRSSMiB is the process's high-water mark (VmHWM) at the same
+	// moment: the full sync's peak (null in runs before it was measured).
+	AgentPeakRSSMiB *float64 `json:"agent_peak_rss_mib,omitempty"`
+	AgentCPUS       *float64 `json:"agent_cpu_s"`
 	// Note says why the figures are null: not synced within the timeout,
 	// or not attempted after that at a smaller N.
 	Note string `json:"note,omitempty"`
@@ -45,7 +48,9 @@ type Churn struct {
 	Dataplane   string  `json:"dataplane"`
 	DurationS   float64 `json:"duration_s"`
 	AgentRSSMiB float64 `json:"agent_rss_mib"`
-	AgentCPUS   float64 `json:"agent_cpu_s"`
+	// AgentPeakRSSMiB is VmHWM: the highest since the agent started.
+	AgentPeakRSSMiB float64 `json:"agent_peak_rss_mib,omitempty"`
+	AgentCPUS       float64 `json:"agent_cpu_s"`
 	// The churn's own share: CPU seconds at its start and the changes it
 	// made, so that CPU per endpoint change excludes the full sync and the
 	// programming-latency changes.

@@ -355,23 +355,31 @@ func kubeProxyProgrammed(mode, ns string) (int, error) {
 // metric reads one sample of the socklb agent's /metrics.
 func (d *dataplane) metric(name string) (float64, error) { return testkit.Metric(d.metrics, name) }
 
+// procUsage is a dataplane process's resident set now and at its peak
+// (VmHWM), and its CPU time.
+type procUsage struct{ rssMiB, peakMiB, cpuS float64 }
+
 // usage is the dataplane process's resident set and CPU time (its own and
 // its waited-for children's: kube-proxy's iptables-restore and nft runs).
-func (d *dataplane) usage() (rssMiB, cpuS float64, err error) {
+func (d *dataplane) usage() (u procUsage, err error) {
 	pid := d.agent.Pid()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return u, err
 	}
 	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			rssMiB = kb / 1024
+		name, v, _ := strings.Cut(l, ":")
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		switch name {
+		case "VmRSS":
+			u.rssMiB = kb / 1024
+		case "VmHWM":
+			u.peakMiB = kb / 1024
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return u, err
 	}
 	// Fields after the ")" that ends comm: state is field 3; utime,
 	// stime, cutime, cstime are fields 14-17.
@@ -381,7 +389,8 @@ func (d *dataplane) usage() (rssMiB, cpuS float64, err error) {
 		v, _ := strconv.ParseFloat(f[i-3], 64)
 		ticks += v
 	}
-	return rssMiB, ticks / 100, nil // USER_HZ is 100 on Linux
+	u.cpuS = ticks / 100 // USER_HZ is 100 on Linux
+	return u, nil
 }
 
 // addrs are where the client connects: the target's ClusterIP, or for

@@ -352,8 +352,8 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			logf("%s", d.unsynced)
 			d.keepProfile(syncProf)
 			if d.agent != nil {
-				if rss, cpu, err := d.usage(); err == nil {
-					logf("at the timeout: agent RSS %.1f MiB, CPU %.2fs", rss, cpu)
+				if u, err := d.usage(); err == nil {
+					logf("at the timeout: agent RSS %.1f MiB (peak %.1f), CPU %.2fs", u.rssMiB, u.peakMiB, u.cpuS)
 				}
 				d.stopAgent()
 			}
@@ -380,12 +380,12 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			done = time.Now()
 		}
 		r.FullSyncS = fptr(done.Sub(startedAt).Seconds())
-		rss, cpu, err := d.usage()
+		u, err := d.usage()
 		if err != nil {
 			return err
 		}
-		r.AgentRSSMiB, r.AgentCPUS = fptr(rss), fptr(cpu)
-		logf("full sync %.3fs, agent RSS %.1f MiB, CPU %.2fs", *r.FullSyncS, rss, cpu)
+		r.AgentRSSMiB, r.AgentPeakRSSMiB, r.AgentCPUS = fptr(u.rssMiB), fptr(u.peakMiB), fptr(u.cpuS)
+		logf("full sync %.3fs, agent RSS %.1f MiB (peak %.1f), CPU %.2fs", *r.FullSyncS, u.rssMiB, u.peakMiB, u.cpuS)
 		if d.name == "socklb" {
 			if d.cfg.bpftool {
 				mb, err := d.mapMemory()
@@ -494,7 +494,7 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 // churn changes one endpoint per second for --churn (a filler Service's,
 // a different one each time), then reads the agent's RSS and CPU again.
 func churn(ctx context.Context, d *dataplane, o *objects, n int) error {
-	_, cpu0, err := d.usage()
+	u0, err := d.usage()
 	if err != nil {
 		return err
 	}
@@ -522,17 +522,17 @@ func churn(ctx context.Context, d *dataplane, o *objects, n int) error {
 		case <-tick.C:
 		}
 	}
-	rss, cpu, err := d.usage()
+	u, err := d.usage()
 	if err != nil {
 		return err
 	}
 	el := time.Since(start).Seconds()
-	d.churn = &Churn{NServices: n, Dataplane: d.name, DurationS: *fptr(el), AgentRSSMiB: *fptr(rss), AgentCPUS: *fptr(cpu),
-		AgentCPUStartS: *fptr(cpu0), Changes: k}
+	d.churn = &Churn{NServices: n, Dataplane: d.name, DurationS: *fptr(el), AgentRSSMiB: *fptr(u.rssMiB), AgentPeakRSSMiB: *fptr(u.peakMiB),
+		AgentCPUS: *fptr(u.cpuS), AgentCPUStartS: *fptr(u0.cpuS), Changes: k}
 	if prof != nil {
 		d.keepProfile(prof)
 	}
-	logf("after %.0fs of churn (%d endpoint changes): agent RSS %.1f MiB, CPU %.2fs since start", el, k, rss, cpu)
+	logf("after %.0fs of churn (%d endpoint changes): agent RSS %.1f MiB (peak %.1f), CPU %.2fs since start", el, k, u.rssMiB, u.peakMiB, u.cpuS)
 	return nil
 }
 
