@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cilium/ebpf/rlimit"
+
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -74,6 +76,14 @@ func Open(cfg Config) (*Datapath, error) {
 	lock, err := lockPins(cfg.BPFFSPath, cfg.LockTimeout, cfg.LockWait)
 	if err != nil {
 		return nil, err
+	}
+	// Before 5.11 the kernel charges BPF maps to RLIMIT_MEMLOCK, whose
+	// usual 8 MiB (64 KiB on older distributions) holds far less than the
+	// default maps; from 5.11 on this does nothing.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		lock.release()
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for the BPF maps (this kernel charges them to it): %w; "+
+			"give the agent CAP_SYS_RESOURCE, or raise the limit it starts with (LimitMEMLOCK=infinity)", err)
 	}
 	retvalErr, err := probeSetRetval(cfg)
 	if err != nil {
