@@ -18,6 +18,7 @@ import (
 	"github.com/socklb/socklb/pkg/host"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/source"
+	"github.com/socklb/socklb/pkg/source/kube"
 	"github.com/socklb/socklb/pkg/source/manifests"
 )
 
@@ -102,6 +103,11 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 	if err != nil {
 		return err
 	}
+	// The API source records Events on what the agent cannot serve.
+	var events *kube.Events
+	if ks, ok := src.(*kube.Source); ok {
+		events = ks.Events()
+	}
 	start := time.Now()
 	src, dp, err := openBeside(ctx, src, func() (*datapath.Datapath, error) { return datapath.Open(dpCfg) })
 	if err != nil {
@@ -142,6 +148,14 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 	}
 	if f.packetLB {
 		cfg.Packets, cfg.Devices = dp, f.devices
+	}
+	if events != nil {
+		cfg.Events = events
+		go func() {
+			if err := events.Run(ctx); err != nil {
+				log.Warn("recording Events; the log and metrics still report every problem", "err", err)
+			}
+		}()
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

@@ -305,6 +305,9 @@ func (a *Agent) reportFailures(state servicemap.State, res datapath.ApplyResult)
 				attrs = append(attrs, logkey.Map(me.Map))
 			}
 			a.log.Error("frontend not programmed; the rest of the node is", append(attrs, "err", err)...)
+			if fe, ok := state[k]; ok && a.cfg.Events != nil {
+				a.cfg.Events.Warn(model.KindService, fe.Service, "FailedToProgram", "socklb on this node could not program "+k.String()+": "+err.Error())
+			}
 		}
 	}
 	a.lastFailed = now

@@ -7,9 +7,12 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/socklb/socklb/pkg/agent/healthcheck"
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/host"
+	"github.com/socklb/socklb/pkg/model"
 )
 
 // Config is everything an Agent is built from; cmd fills it from flags.
@@ -22,6 +25,10 @@ type Config struct {
 	// Pins, if set, is checked every PinCheckInterval (zero: the default).
 	Pins             PinRepairer
 	PinCheckInterval time.Duration
+	// Events, if set, records a Warning Event on each object the agent
+	// newly finds unusable or cannot program (kube.Events is one); a
+	// manifests directory has no API to record them in.
+	Events Recorder
 	// HealthChecks gets the healthCheckNodePort listeners of every sync;
 	// nil: the agent serves them itself (package healthcheck) until Run
 	// returns, as kube-proxy's stop with it.
@@ -125,4 +132,9 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// Recorder records a Warning Event on an API object of kind and name.
+type Recorder interface {
+	Warn(kind model.Kind, name types.NamespacedName, reason, note string)
 }

@@ -34,6 +34,9 @@ func (a *Agent) reportProblems(problems []model.Problem) {
 func (a *Agent) logProblem(p model.Problem) {
 	a.log.Warn("skipping unusable input", problemObject(p), "kind", string(p.Kind), "reason", p.Reason)
 	a.metrics.problemLogged(p.Kind)
+	if a.cfg.Events != nil {
+		a.cfg.Events.Warn(p.Kind, p.Object, "UnusableInput", "socklb skips it: "+p.Reason)
+	}
 }
 
 // problemObject names the object under its kind's key (package logkey).

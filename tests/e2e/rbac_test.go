@@ -20,12 +20,14 @@ import (
 // The permissions deploy/base/rbac.yaml grants, and all that socklb needs.
 // As "verb resource[.group]".
 var wantRBAC = []string{
+	"create events.events.k8s.io",
 	"get endpointslices.discovery.k8s.io",
 	"get nodes",
 	"get services",
 	"list endpointslices.discovery.k8s.io",
 	"list nodes",
 	"list services",
+	"patch events.events.k8s.io",
 	"watch endpointslices.discovery.k8s.io",
 	"watch nodes",
 	"watch services",

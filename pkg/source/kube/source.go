@@ -43,6 +43,7 @@ type Config struct {
 // Source follows Services, EndpointSlices and the Nodes.
 type Source struct {
 	nodeName    string
+	client      kubernetes.Interface
 	svcSelector labels.Selector // Services kube-proxy proxies
 	epsSelector labels.Selector // EndpointSlices kube-proxy reads
 	factory     informers.SharedInformerFactory
@@ -77,6 +78,7 @@ func New(client kubernetes.Interface, cfg Config) (*Source, error) {
 	}
 	s := &Source{
 		nodeName:    cfg.NodeName,
+		client:      client,
 		svcSelector: labels.NewSelector().Add(*notProxied),
 		epsSelector: labels.NewSelector().Add(*notHeadless),
 		changes:     newSignal(),
