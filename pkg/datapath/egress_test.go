@@ -24,9 +24,7 @@ func TestEgressHookOnlyWhileRangesProgrammed(t *testing.T) {
 	cg := childCgroup(t)
 	dir := pinDir(t)
 	cfg := Config{BPFFSPath: dir, CgroupPath: cg.Path()}
-	plain := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.11:8080")
-	ranged := frontend("192.0.2.10", 80, servicemap.TCP, "10.244.1.11:8080")
-	ranged.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")}
+	plain, ranged := egressFrontends()
 
 	d, err := Open(cfg)
 	if err != nil {
@@ -89,9 +87,7 @@ func TestEgressHookFailureRefusesOnlyRangedFrontends(t *testing.T) {
 	cg := childCgroup(t)
 	dir := pinDir(t)
 	d := openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path()})
-	plain := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.11:8080")
-	ranged := frontend("192.0.2.10", 80, servicemap.TCP, "10.244.1.11:8080")
-	ranged.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")}
+	plain, ranged := egressFrontends()
 
 	// Something that is not a link where the egress link goes.
 	squatter, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
@@ -120,6 +116,15 @@ func TestEgressHookFailureRefusesOnlyRangedFrontends(t *testing.T) {
 	wantEgress(t, "the path free again", cg, dir, true)
 }
 
+// egressFrontends are a ClusterIP frontend and an LB IP frontend with a
+// source range.
+func egressFrontends() (plain, ranged servicemap.Frontend) {
+	plain = frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.11:8080")
+	ranged = frontend("192.0.2.10", 80, servicemap.TCP, "10.244.1.11:8080")
+	ranged.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")}
+	return plain, ranged
+}
+
 // wantEgress checks both the pin and what the kernel runs on the cgroup.
 func wantEgress(t *testing.T, when string, cg *lab.Cgroup, dir string, want bool) {
 	t.Helper()
@@ -142,9 +147,7 @@ func TestEgressHookFollowsAMigration(t *testing.T) {
 	requireRoot(t)
 	cg := childCgroup(t)
 	dir := pinDir(t)
-	plain := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.11:8080")
-	ranged := frontend("192.0.2.10", 80, servicemap.TCP, "10.244.1.11:8080")
-	ranged.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")}
+	plain, ranged := egressFrontends()
 
 	old := openTest(t, Config{BPFFSPath: dir, CgroupPath: cg.Path(), MaxServices: 8})
 	mustApply(t, old, state(plain))
