@@ -119,6 +119,9 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 	if err := dp.SocketTerminationError(); err != nil {
 		log.Warn("sockets connected to a removed backend will not be destroyed; Services work", "err", err)
 	}
+	if err := dp.MemlockError(); err != nil {
+		log.Warn("BPF maps that allocate as they fill may not fit in locked memory", "err", err)
+	}
 	if err := dp.Features()[datapath.FeatureSetRetval]; err != nil {
 		log.Warn("a Service with no usable endpoint refuses connections with EPERM, not ECONNREFUSED or EHOSTUNREACH; Services work", "err", err)
 	}
@@ -150,12 +153,11 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 		cfg.Packets, cfg.Devices = dp, f.devices
 	}
 	if events != nil {
-		cfg.Events = events
-		go func() {
-			if err := events.Run(ctx); err != nil {
-				log.Warn("recording Events; the log and metrics still report every problem", "err", err)
-			}
-		}()
+		if err := events.Start(ctx); err != nil {
+			log.Warn("recording Events; the log and metrics still report every problem", "err", err)
+		} else {
+			cfg.Events = events
+		}
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

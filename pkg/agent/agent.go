@@ -63,6 +63,7 @@ type Agent struct {
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
+	events       eventBudget // of the sync running
 	// remote is the other nodes' NodePort addresses.
 	remote remoteNodes
 	// peers is the other Nodes' addresses, node facts of every sync.
@@ -210,11 +211,13 @@ func (a *Agent) sync(full bool) bool {
 	r := a.read(full)
 	read := time.Now()
 	a.metrics.checkedOut(r.changes)
+	a.events = eventBudget{left: maxEventsPerSync}
 	a.reportProblems(r.problems)
 	applyStart := time.Now()
 	res := a.apply(r)
 	applied := time.Now()
 	a.reportFailures(r.state, res)
+	a.eventsSkipped()
 	done := time.Now()
 	d := done.Sub(start)
 	if !a.first.reported {
@@ -305,8 +308,8 @@ func (a *Agent) reportFailures(state servicemap.State, res datapath.ApplyResult)
 				attrs = append(attrs, logkey.Map(me.Map))
 			}
 			a.log.Error("frontend not programmed; the rest of the node is", append(attrs, "err", err)...)
-			if fe, ok := state[k]; ok && a.cfg.Events != nil {
-				a.cfg.Events.Warn(model.KindService, fe.Service, "FailedToProgram", "socklb on this node could not program "+k.String()+": "+err.Error())
+			if fe, ok := state[k]; ok {
+				a.event(model.KindService, fe.Service, "FailedToProgram", "socklb on this node could not program "+k.String()+": "+err.Error())
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,5 +66,30 @@ func TestEventsForWhatIsNotServed(t *testing.T) {
 	// One per frontend that failed (the fake Service has one port).
 	if f := byReason["FailedToProgram"]; len(f) != 1 || f[0].kind != model.KindService || f[0].name.Name != "full" || !strings.Contains(f[0].note, "services map is full") {
 		t.Errorf("FailedToProgram Events %+v, want one on Service full naming the full map", f)
+	}
+}
+
+// TestEventsBoundedPerSync: a sync that finds more unservable objects than
+// maxEventsPerSync records that many Events and logs how many it left out;
+// the log names every object.
+func TestEventsBoundedPerSync(t *testing.T) {
+	rec := &fakeRecorder{}
+	h := startAgent(t, func(c *Config) { c.Events = rec })
+	var svcs []*corev1.Service
+	for i := range maxEventsPerSync + 5 {
+		svcs = append(svcs, service("bad"+strconv.Itoa(i), "not-an-ip-"+strconv.Itoa(i)))
+	}
+	h.src.set(func(in *model.Input) { in.Services = svcs })
+	h.waitApply()
+	h.settle()
+	if got := len(rec.events()); got != maxEventsPerSync {
+		t.Errorf("%d Events for %d unusable Services in one sync, want %d", got, len(svcs), maxEventsPerSync)
+	}
+	if n := len(h.logs.lines(t, "skipping unusable input")); n != len(svcs) {
+		t.Errorf("%d problems logged, want every one of %d", n, len(svcs))
+	}
+	skipped := h.logs.lines(t, "recorded only the first Events of this sync; the log above names every object")
+	if len(skipped) != 1 || skipped[0]["not_recorded"] != float64(5) {
+		t.Errorf("the log of Events not recorded: %v, want one line with not_recorded 5", skipped)
 	}
 }

@@ -23,6 +23,7 @@ func (a *Agent) reportProblems(problems []model.Problem) {
 		seen[p] = true
 		if !a.lastProblems[p] {
 			a.logProblem(p)
+			a.event(p.Kind, p.Object, "UnusableInput", "socklb skips it: "+p.Reason)
 		}
 	}
 	a.lastProblems = seen
@@ -34,9 +35,6 @@ func (a *Agent) reportProblems(problems []model.Problem) {
 func (a *Agent) logProblem(p model.Problem) {
 	a.log.Warn("skipping unusable input", problemObject(p), "kind", string(p.Kind), "reason", p.Reason)
 	a.metrics.problemLogged(p.Kind)
-	if a.cfg.Events != nil {
-		a.cfg.Events.Warn(p.Kind, p.Object, "UnusableInput", "socklb skips it: "+p.Reason)
-	}
 }
 
 // problemObject names the object under its kind's key (package logkey).

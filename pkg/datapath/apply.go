@@ -62,7 +62,8 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
-	d.prepareEgress(hasRanges(want))
+	ranged := hasRanges(want)
+	d.prepareEgress(ranged)
 	// Removals first: they free ids and map room the upserts may need.
 	for key := range d.current {
 		if _, ok := want[key]; !ok {
@@ -88,7 +89,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterApply(res)
-	res.HookErr = d.settleEgress()
+	res.HookErr = d.settleEgress(ranged)
 	d.publishUsage()
 	return res
 }
@@ -100,7 +101,8 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
-	d.prepareEgress(hasRanges(delta.Upsert))
+	ranged := hasRanges(delta.Upsert)
+	d.prepareEgress(ranged)
 	for _, key := range delta.Remove {
 		if _, ok := delta.Upsert[key]; !ok {
 			d.applyRemove(key, &res)
@@ -111,7 +113,7 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	}
 	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterDelta(delta, res)
-	res.HookErr = d.settleEgress()
+	res.HookErr = d.settleEgress(ranged)
 	d.publishUsage()
 	return res
 }

@@ -24,7 +24,8 @@ type hook struct {
 var hooks = []hook{
 	// loadBalancerSourceRanges for sockets: the source exists only once the
 	// packet does. First, so that it is in place before a connect hook of
-	// the same agent can flag a socket for it.
+	// the same agent can flag a socket for it (attachHooks detaches it
+	// last, after the connect hooks stopped serving maps that need it).
 	{"egress", ebpf.AttachCGroupInetEgress, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbEgress }, true},
 	{"connect4", ebpf.AttachCGroupInet4Connect, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbConnect4 }, false},
 	{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg4 }, false},
@@ -37,10 +38,11 @@ var hooks = []hook{
 }
 
 // attachHooks attaches every hook to the cgroup with a pinned bpf_link,
-// the lazy ones only when withLazy (and detaches those otherwise). A
-// link an earlier agent pinned is kept and switched to the new program in
-// one step (link update), so an upgrade never leaves the cgroup without a
-// hook, not even for a moment.
+// the lazy ones only when withLazy; otherwise it detaches those once every
+// other hook switched, so a failure halfway leaves the hooks that still
+// serve older maps with their check. A link an earlier agent pinned is
+// kept and switched to the new program in one step (link update), so an
+// upgrade never leaves the cgroup without a hook, not even for a moment.
 func attachHooks(cfg Config, progs *socklbbpf.SocklbPrograms, withLazy bool) error {
 	if err := ensurePinDir(linksDir(cfg.BPFFSPath)); err != nil {
 		return err
@@ -49,19 +51,33 @@ func attachHooks(cfg Config, progs *socklbbpf.SocklbPrograms, withLazy bool) err
 	if err != nil {
 		return err
 	}
+	var unneeded []string
 	for _, h := range hooks {
 		pin := filepath.Join(linksDir(cfg.BPFFSPath), h.name)
 		if h.lazy && !withLazy {
-			if err := detachPinned(pin); err != nil {
-				return err
-			}
+			unneeded = append(unneeded, pin)
 			continue
 		}
 		if err := attachOne(pin, cfg.CgroupPath, cgid, h, h.prog(progs)); err != nil {
 			return fmt.Errorf("attaching %s to cgroup %s: %w", h.name, cfg.CgroupPath, err)
 		}
 	}
+	for _, pin := range unneeded {
+		if err := detachPinned(pin); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// lazyHook is the hook attached only while a frontend needs it.
+func lazyHook() hook {
+	for _, h := range hooks {
+		if h.lazy {
+			return h
+		}
+	}
+	panic("no lazy hook")
 }
 
 func attachOne(pin, cgroup string, cgid uint64, h hook, prog *ebpf.Program) error {

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cilium/ebpf/rlimit"
-
 	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -34,7 +32,10 @@ type Datapath struct {
 	termErr error       // why it is unavailable
 	// retvalErr says why hooks cannot choose their errno (nil: they can).
 	retvalErr error
-	retired   []socklbbpf.SocktermSockTarget
+	// memlockErr says why RLIMIT_MEMLOCK stayed finite on a kernel that
+	// charges BPF maps to it (nil: it did not need to, or it rose).
+	memlockErr error
+	retired    []socklbbpf.SocktermSockTarget
 	// pending is a migration waiting for the first Apply to fill the new
 	// maps before the links switch to them; pendingErr says why it still
 	// waits, or why dropping the old generation failed.
@@ -53,9 +54,9 @@ type Datapath struct {
 	egressOn  bool
 	egressErr error
 	// slotCount and rangeCount are the programmed slots and source ranges,
-	// kept by setCurrent; usage is what MapUsage last saw of them.
+	// kept by setCurrent; usage is what the last write published.
 	slotCount, rangeCount int
-	usage                 usage
+	usage                 atomic.Pointer[usageCounts]
 
 	// flowCount is the flows map's entries at the last ExpireFlows.
 	flowCount atomic.Int64
@@ -77,14 +78,7 @@ func Open(cfg Config) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Before 5.11 the kernel charges BPF maps to RLIMIT_MEMLOCK, whose
-	// usual 8 MiB (64 KiB on older distributions) holds far less than the
-	// default maps; from 5.11 on this does nothing.
-	if err := rlimit.RemoveMemlock(); err != nil {
-		lock.release()
-		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for the BPF maps (this kernel charges them to it): %w; "+
-			"give the agent CAP_SYS_RESOURCE, or raise the limit it starts with (LimitMEMLOCK=infinity)", err)
-	}
+	memlockErr := raiseMemlock()
 	retvalErr, err := probeSetRetval(cfg)
 	if err != nil {
 		lock.release()
@@ -104,6 +98,7 @@ func Open(cfg Config) (*Datapath, error) {
 		svcIDs:     newIDAllocator(cfg.MaxServices),
 		backendIDs: newIDAllocator(cfg.MaxBackends),
 		retvalErr:  retvalErr,
+		memlockErr: memlockErr,
 		groupIDs:   newIDAllocator(cfg.MaxServices),
 		groups:     map[affinityGroup]*groupRef{},
 		batch:      newBatchWriter(),

@@ -18,11 +18,12 @@ import (
 // prepareEgress attaches the egress hook when frontends about to be
 // written need it. On failure those frontends are refused (egressRefused)
 // rather than written unchecked; the rest are programmed as usual.
-// During a migration the links keep the older agent's programs, and
-// finishMigration attaches it with the others.
+// While a migration waits, the links keep the older agent's programs and
+// finishMigration attaches it with the others; once the links switched
+// (the devices may still wait) this agent's programs flag sockets.
 func (d *Datapath) prepareEgress(needed bool) {
 	d.egressErr = nil
-	if !needed || d.egressOn || d.cfg.CgroupPath == "" || d.pending != nil {
+	if !needed || d.egressOn || d.cfg.CgroupPath == "" || d.linksWait() {
 		return
 	}
 	cgid, err := cgroupID(d.cfg.CgroupPath)
@@ -30,7 +31,7 @@ func (d *Datapath) prepareEgress(needed bool) {
 		err = ensurePinDir(linksDir(d.cfg.BPFFSPath))
 	}
 	if err == nil {
-		h := hooks[0]
+		h := lazyHook()
 		err = attachOne(filepath.Join(linksDir(d.cfg.BPFFSPath), h.name), d.cfg.CgroupPath, cgid, h, h.prog(&d.objs.SocklbPrograms))
 	}
 	if err != nil {
@@ -51,18 +52,23 @@ func (d *Datapath) egressRefused(fe servicemap.Frontend, res *ApplyResult) bool 
 }
 
 // settleEgress detaches the egress hook once no programmed frontend has
-// ranges. A failure leaves it attached, which costs time, not correctness;
-// the next Apply tries again.
-func (d *Datapath) settleEgress() error {
-	if !d.egressOn || d.ranged > 0 || d.pending != nil {
+// ranges and none was asked for: a ranged frontend that failed (a full
+// map) keeps it, so its retries do not attach and detach it each time. A
+// failure leaves it attached, which costs time, not correctness; the next
+// Apply tries again.
+func (d *Datapath) settleEgress(asked bool) error {
+	if !d.egressOn || d.ranged > 0 || asked || d.linksWait() {
 		return nil
 	}
-	if err := detachPinned(filepath.Join(linksDir(d.cfg.BPFFSPath), hooks[0].name)); err != nil {
+	if err := detachPinned(filepath.Join(linksDir(d.cfg.BPFFSPath), lazyHook().name)); err != nil {
 		return fmt.Errorf("detaching the egress hook no frontend needs any more: %w", err)
 	}
 	d.egressOn = false
 	return nil
 }
+
+// linksWait says whether the links still run an older agent's programs.
+func (d *Datapath) linksWait() bool { return d.pending != nil && !d.pending.linksSwitched }
 
 func hasRanges(fes servicemap.State) bool {
 	for _, fe := range fes {

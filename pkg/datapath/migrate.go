@@ -43,6 +43,9 @@ type migration struct {
 	from   generation   // the generation the links serve from
 	older  []generation // every generation but the new one, unpinned at the end
 	refill bool         // the links switch after the first Apply, not at load
+	// linksSwitched: the cgroup links run this agent's programs; the
+	// device links may not yet (attachDevices failed).
+	linksSwitched bool
 
 	kept, copied, fresh []string
 	sources             map[string]*ebpf.Map // copied maps' old selves, closed after the copy
@@ -326,13 +329,13 @@ func (d *Datapath) finishMigration(applied bool) string {
 		d.pendingErr = fmt.Errorf("switching the hooks to the maps under %s: %w", d.pinDir, err)
 		return ""
 	}
+	d.pending.linksSwitched, d.egressOn = true, d.ranged > 0
 	if d.nodeport != nil {
 		if err := d.attachDevices(); err != nil {
 			d.pendingErr = fmt.Errorf("switching the devices' programs to the maps under %s: %w", d.pinDir, err)
 			return ""
 		}
 	}
-	d.egressOn = d.ranged > 0
 	d.pendingErr = d.pending.switched()
 	done := "the hooks switched to " + d.pinDir
 	if d.pending.carryNote != "" {

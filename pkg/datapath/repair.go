@@ -53,7 +53,7 @@ func (d *Datapath) RepairPins() (repaired []string, err error) {
 	}
 	// While a migration waits for its first Apply the links rightly run
 	// the older agent's programs.
-	if d.cfg.CgroupPath != "" && d.pending == nil {
+	if d.cfg.CgroupPath != "" && !d.linksWait() {
 		fixed, err := repairLinks(d.cfg, &d.objs.SocklbPrograms, d.egressOn)
 		repaired = append(repaired, fixed...)
 		errs = append(errs, err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 
@@ -13,10 +12,10 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-// usage is what MapUsage reports of the maps the agent writes: published
-// under d.mu at the end of each write, read without it.
-type usage struct {
-	frontends, slots, backends, ranges atomic.Uint32
+// usageCounts is what MapUsage reports of the maps the agent writes, as
+// one write left them: published whole under d.mu, read without it.
+type usageCounts struct {
+	frontends, slots, backends, ranges uint32
 }
 
 // setCurrent records s as programmed, keeping the counts usage publishes
@@ -49,10 +48,12 @@ func (d *Datapath) count(s *Service, sign int) {
 // publishUsage makes the counts of the write just done visible to MapUsage.
 // Called with d.mu held.
 func (d *Datapath) publishUsage() {
-	d.usage.frontends.Store(uint32(len(d.current)))
-	d.usage.slots.Store(uint32(d.slotCount))
-	d.usage.backends.Store(uint32(len(d.backendIDs.used)))
-	d.usage.ranges.Store(uint32(d.rangeCount))
+	d.usage.Store(&usageCounts{
+		frontends: uint32(len(d.current)),
+		slots:     uint32(d.slotCount),
+		backends:  uint32(len(d.backendIDs.used)),
+		ranges:    uint32(d.rangeCount),
+	})
 }
 
 // MapUsage is how full one map is.
@@ -64,23 +65,22 @@ type MapUsage struct {
 // MapUsage reports the entries and capacity of every map that can fill up.
 // The maps the agent writes are counted from its own record of them, as
 // the last write published it (exact, and free at any size); the others,
-// which the programs fill and which are small (the affinity LRU, node
-// addresses), are counted with batch lookups. It never takes the lock a
+// which the programs fill and which --max-affinity and the C code bound
+// far below the service maps (the affinity LRU, node addresses), are
+// counted with batch lookups. It never takes the lock a
 // sync holds, so a scrape never delays one. Arrays and socket-local
 // storage cannot fill up and are left out.
 func (d *Datapath) MapUsage() ([]MapUsage, error) {
-	programmed := d.usage.frontends.Load()
-	slots := d.usage.slots.Load()
-	backends := d.usage.backends.Load()
+	u := d.usage.Load()
 	counted := map[string]uint32{
-		socklbbpf.SocklbMapServices: programmed,
-		socklbbpf.SocklbMapSvcNames: programmed,
-		socklbbpf.SocklbMapSlots:    slots,
+		socklbbpf.SocklbMapServices: u.frontends,
+		socklbbpf.SocklbMapSvcNames: u.frontends,
+		socklbbpf.SocklbMapSlots:    u.slots,
 		// One member per slot: a frontend's backends, by address.
-		socklbbpf.SocklbMapMembers:   slots,
-		socklbbpf.SocklbMapBackends:  backends,
-		socklbbpf.SocklbMapStats:     backends,
-		socklbbpf.SocklbMapSrcRanges: d.usage.ranges.Load(),
+		socklbbpf.SocklbMapMembers:   u.slots,
+		socklbbpf.SocklbMapBackends:  u.backends,
+		socklbbpf.SocklbMapStats:     u.backends,
+		socklbbpf.SocklbMapSrcRanges: u.ranges,
 		// Counted by the last sweep: a scrape never walks a million flows.
 		socklbbpf.SocklbMapFlows: uint32(d.flowCount.Load()),
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,8 +17,9 @@ import (
 // Events records Warning Events on the API objects the agent could not
 // serve, through events.k8s.io/v1 as kube-proxy records its own: what one
 // node's log and metrics say becomes visible to the object's owner
-// (`kubectl describe service`, `kubectl events`). The broadcaster
-// aggregates repeats into a series and rate-limits each object.
+// (`kubectl describe service`, `kubectl events`). The broadcaster folds a
+// repeat of the same object and reason into a series; the agent bounds how
+// many it records per sync.
 type Events struct {
 	broadcaster events.EventBroadcaster
 	recorder    events.EventRecorder
@@ -25,7 +27,7 @@ type Events struct {
 }
 
 // Events records through the Source's client, finding each object in its
-// caches. Nothing is sent before Run.
+// caches. Nothing is sent before Start.
 func (s *Source) Events() *Events {
 	return newEvents(s.client, s)
 }
@@ -35,15 +37,18 @@ func newEvents(client kubernetes.Interface, src *Source) *Events {
 	return &Events{broadcaster: b, recorder: b.NewRecorder(scheme.Scheme, "socklb"), src: src}
 }
 
-// Run sends the Events until ctx ends.
-func (e *Events) Run(ctx context.Context) error {
+// Start sends the Events recorded from now on, until ctx ends. An Event
+// recorded before Start is dropped.
+func (e *Events) Start(ctx context.Context) error {
 	if err := e.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	e.broadcaster.Shutdown()
+	context.AfterFunc(ctx, e.broadcaster.Shutdown)
 	return nil
 }
+
+// maxNote is the longest note events.k8s.io accepts.
+const maxNote = 1024
 
 // Warn records a Warning on the object kind/name as the informers hold it,
 // with its UID, so `kubectl describe` finds the Event. An object the caches
@@ -52,6 +57,9 @@ func (e *Events) Warn(kind model.Kind, name types.NamespacedName, reason, note s
 	obj := e.lookup(kind, name)
 	if obj == nil {
 		return
+	}
+	if len(note) > maxNote {
+		note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
 	}
 	e.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Sync", "%s", note)
 }
