@@ -42,6 +42,15 @@ func heldAcrossRemoval(t *testing.T, n int, interval string, extra ...string) (*
 	e.waitInspect(10*time.Second, "10.96.0.10:53/UDP", "10.244.1.11:5353")
 	done := holdUDP(e, n, interval, extra...)
 	waitAnswered(t, e, "pod1")
+	seq, removedAt := moveToPod2(t, e, done)
+	return e, seq, removedAt
+}
+
+// moveToPod2 moves the dns Service from pod1 to pod2 while the held client
+// runs, and returns the client's answers and how many datagrams pod1 had
+// once the move (and the socket's destruction) was done.
+func moveToPod2(t *testing.T, e *env, done <-chan runOut) ([]string, int64) {
+	t.Helper()
 	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
 	e.waitInspect(10*time.Second, "10.244.1.12:5353")
 	// The sync logs after destroying the socket; a datagram the socket
@@ -53,7 +62,7 @@ func heldAcrossRemoval(t *testing.T, n int, interval string, extra ...string) (*
 		t.Fatal(o.err)
 	}
 	t.Logf("answers: %s", strings.Join(o.res.Sequence, " "))
-	return e, o.res.Sequence, removedAt
+	return o.res.Sequence, removedAt
 }
 
 // waitAnswered waits until pod has answered a UDP query: the held socket

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,17 +26,7 @@ func TestConnectedUDPMovedOffAfterLayoutChange(t *testing.T) {
 	e.startAgentBin(changed)
 	waitGeneration(t, e, gen)
 
-	e.writeManifest("svc.yaml", svcSpec{name: "dns", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
-	e.waitInspect(10*time.Second, "10.244.1.12:5353")
-	e.waitLog(10*time.Second, destroyedRE)
-	removedAt := e.lab.Counts("udp")["pod1"]
-
-	o := <-done
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	seq := o.res.Sequence
-	t.Logf("answers: %s", strings.Join(seq, " "))
+	seq, removedAt := moveToPod2(t, e, done)
 	if len(seq) == 0 || seq[0] != "pod1" {
 		t.Fatalf("sequence %v: want answers starting on pod1", seq)
 	}
