@@ -63,6 +63,7 @@ type Agent struct {
 	// lastProblems avoids logging the same bad object on every sync.
 	lastProblems map[model.Problem]bool
 	lastFailed   map[servicemap.FrontendKey]string
+	refused      admission   // Services the maps have no room for
 	events       eventBudget // of the sync running
 	// remote is the other nodes' NodePort addresses.
 	remote remoteNodes
@@ -209,10 +210,13 @@ func (a *Agent) pendingChanges() changeCount {
 func (a *Agent) sync(full bool) bool {
 	start := time.Now()
 	r := a.read(full)
+	refusedBefore := a.refused.services
+	a.admit(&r)
 	read := time.Now()
 	a.metrics.checkedOut(r.changes)
 	a.events = eventBudget{left: maxEventsPerSync}
 	a.reportProblems(r.problems)
+	a.reportRefusals(refusedBefore)
 	applyStart := time.Now()
 	res := a.apply(r)
 	applied := time.Now()
@@ -229,7 +233,7 @@ func (a *Agent) sync(full bool) bool {
 	if r.full || r.addrsChanged {
 		a.refreshDevices()
 	}
-	a.cfg.HealthChecks.Sync(r.checks)
+	a.cfg.HealthChecks.Sync(a.refused.checks(r.checks))
 	a.observeProgramming(r.triggers, r.state, res, done)
 	a.health.SyncNode(r.node)
 	ok := len(res.Failed) == 0 && remoteOK
@@ -238,7 +242,7 @@ func (a *Agent) sync(full bool) bool {
 	} else {
 		a.health.Failed(start)
 	}
-	a.metrics.observeSync(d, done, r.full, a.tracker.Totals(), r.state, res, a.tracker.Services())
+	a.metrics.observeSync(d, done, r.full, a.tracker.Totals(), r.state, res, a.tracker.Services(), a.refused.services)
 	if r.full && full {
 		a.log.Info("full resync", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed, "took", d)
 	}
@@ -282,6 +286,9 @@ func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time
 		}
 	}
 	for svc, ts := range triggers {
+		if _, refused := a.refused.services[svc]; refused {
+			continue // not programmed, and not failing: nothing to time
+		}
 		if failed[svc] {
 			if a.triggers == nil {
 				a.triggers = map[types.NamespacedName][]time.Time{}

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	ktypes "k8s.io/apimachinery/pkg/types"
+
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
+	"github.com/socklb/socklb/pkg/servicemap"
 )
 
 // TestMetricsMatchDocs: every socklb_* family /metrics can export (with
@@ -27,6 +30,7 @@ func TestMetricsMatchDocs(t *testing.T) {
 	m := a.metrics
 	// Vector families show only once they have a series.
 	m.setProblems([]model.Problem{{Kind: model.KindService, Reason: "x"}})
+	m.setRefused(map[ktypes.NamespacedName]servicemap.Demand{{Namespace: "t", Name: "x"}: {Frontends: 1}})
 	m.healthzTotal.WithLabelValues("200")
 	m.livezTotal.WithLabelValues("200")
 	fams, err := m.Registry.Gather()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/model"
@@ -39,6 +40,7 @@ type Metrics struct {
 	problems           *prometheus.GaugeVec
 	problemsTotal      *prometheus.CounterVec
 	refusedExternalIPs prometheus.Gauge
+	refusedServices    *prometheus.GaugeVec
 	pinsRepairedTotal  prometheus.Counter
 	failures           prometheus.Counter
 	upserts            prometheus.Counter
@@ -139,6 +141,10 @@ func newMetrics(pending func() changeCount) *Metrics {
 			Name: "socklb_refused_external_ips",
 			Help: "Services' spec.externalIPs left alone in the last sync because they are neither an address of this node or another Node nor inside --external-ip-cidrs (CVE-2020-8554); each is also one of socklb_unusable_objects and a log line naming it.",
 		}),
+		refusedServices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "socklb_refused_services",
+			Help: "Services this node does not program because the maps have no room for them beside older Services (newest first, whole; the API server's and cluster DNS never), by namespace/name, valued by their frontends. A refusal does not fail /healthz; each is logged and gets a CapacityExceeded Event.",
+		}, []string{"service"}),
 		pinsRepairedTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "socklb_pins_repaired_total",
 			Help: "Pinned maps and links found missing under the running agent and re-created (a link pin removed detaches its hook until then).",
@@ -187,7 +193,7 @@ func newMetrics(pending func() changeCount) *Metrics {
 	m.Registry.MustRegister(m.syncDuration, m.syncFull, m.syncPartial, m.networkProgramming, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
-		m.problems, m.problemsTotal, m.refusedExternalIPs, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
+		m.problems, m.problemsTotal, m.refusedExternalIPs, m.refusedServices, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
 	return m
 }
 
@@ -216,7 +222,7 @@ func (m *Metrics) checkedOut(c changeCount) {
 
 // observeSync reads the Tracker's totals, so it costs the failures, not
 // the frontends.
-func (m *Metrics) observeSync(d time.Duration, done time.Time, full bool, tot servicemap.Totals, state servicemap.State, res datapath.ApplyResult, services int) {
+func (m *Metrics) observeSync(d time.Duration, done time.Time, full bool, tot servicemap.Totals, state servicemap.State, res datapath.ApplyResult, services int, refused map[types.NamespacedName]servicemap.Demand) {
 	m.syncDuration.Observe(d.Seconds())
 	if full {
 		m.syncFull.Observe(d.Seconds())
@@ -233,6 +239,10 @@ func (m *Metrics) observeSync(d time.Duration, done time.Time, full bool, tot se
 			pfe--
 			pbe -= len(fe.Backends)
 		}
+	}
+	for _, r := range refused {
+		pfe -= r.Frontends
+		pbe -= r.Backends
 	}
 	m.backends.Set(float64(tot.Backends))
 	m.programmedFE.Set(float64(pfe))
@@ -262,6 +272,14 @@ func (m *Metrics) setProblems(problems []model.Problem) {
 		}
 	}
 	m.refusedExternalIPs.Set(float64(refused))
+}
+
+// setRefused names every Service the last sync refused for lack of room.
+func (m *Metrics) setRefused(refused map[types.NamespacedName]servicemap.Demand) {
+	m.refusedServices.Reset()
+	for nn, d := range refused {
+		m.refusedServices.WithLabelValues(nn.String()).Set(float64(d.Frontends))
+	}
 }
 
 // problemLogged counts one logged problem.

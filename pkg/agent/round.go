@@ -131,7 +131,7 @@ func (a *Agent) apply(r round) datapath.ApplyResult {
 	}
 	d := *r.delta
 	for k := range a.lastFailed {
-		if _, ok := d.Upsert[k]; ok {
+		if _, ok := d.Upsert[k]; ok || a.refused.keys[k] {
 			continue
 		}
 		if fe, ok := r.state[k]; ok {

@@ -136,3 +136,10 @@ func countEntries(m *ebpf.Map) (uint32, error) {
 		}
 	}
 }
+
+// Capacity is the room of the maps every frontend, every backend and every
+// source range of one takes an entry of, as the maps were created.
+func (d *Datapath) Capacity() servicemap.Capacity {
+	return servicemap.Capacity{Frontends: int(d.t.services.MaxEntries()), Backends: int(d.t.backends.MaxEntries()),
+		Ranges: int(d.objs.SrcRanges.MaxEntries())}
+}

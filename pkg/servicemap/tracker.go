@@ -70,6 +70,8 @@ type Delta struct {
 // walk every frontend.
 type Totals struct {
 	Frontends, Backends int
+	// Ranges counts the source ranges of every frontend.
+	Ranges int
 	// NoLocal counts, per traffic policy ("internal", "external"),
 	// the Services with a frontend whose policy leaves no endpoint here.
 	NoLocal map[string]map[types.NamespacedName]int
@@ -395,6 +397,7 @@ func (t *Tracker) setLost(r claimRef, p *model.Problem) {
 func (t *Tracker) count(fe Frontend, sign int) {
 	t.totals.Frontends += sign
 	t.totals.Backends += sign * len(fe.Backends)
+	t.totals.Ranges += sign * len(fe.SourceRanges)
 	if !fe.PolicyDrop {
 		return
 	}

@@ -27,9 +27,12 @@ func (e *env) healthCode(path string) int {
 // sync failing. That must not fail /livez (the kubelet would restart the
 // agent every minute, and the new one would fail the same way), only
 // /healthz, the readiness signal, as kube-proxy's when it cannot program.
+// The Service is the API server's, which is never refused for room (a
+// tenant's would be, and the node would stay ready): a node that cannot
+// serve it cannot serve the cluster.
 func TestFullMapIsReadinessNotLiveness(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
-		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
+		"kubernetes.yaml": svcSpec{name: "kubernetes", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
 	}, "--max-backends", "1", "--healthz-timeout", "1s")
 	deadline := time.Now().Add(10 * time.Second)
 	for e.healthCode("/healthz") != http.StatusServiceUnavailable {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/socklb/socklb/internal/lab"
+	"github.com/socklb/socklb/internal/testkit"
 )
 
 // TestRestartUnderLoad: kill -9 of the agent while a client connects in a
@@ -178,36 +180,35 @@ func TestChurnUnderLoad(t *testing.T) {
 	}
 }
 
-// TestFullMapKeepsTheRest: with --max-backends too small for every
-// Service, the agent names the map, the Service and the flag for the one
-// frontend that does not fit, and every frontend that fits works: 4
-// frontends of 3 backends need 12, 9 fit, so exactly 3 answer on all
-// their pods and the fourth stays untranslated.
-func TestFullMapKeepsTheRest(t *testing.T) {
+// TestFullMapsRefuseTheNewestService: with --max-backends too small for
+// every Service, the agent refuses the newest Service whole instead of
+// failing whichever frontend a full map happens to meet: a and b (2
+// frontends of 3 backends each) need 12 backends, 9 fit; created at the
+// same time, namespace/name decides, so b is refused. It is named in the
+// log with the flag to raise and in socklb_refused_services, /healthz
+// stays 200 past --healthz-timeout, a answers on all its pods over TCP and
+// UDP, and both of b's frontends stay untranslated.
+func TestFullMapsRefuseTheNewestService(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
 		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
 		"b.yaml": svcSpec{name: "b", clusterIPs: []string{"10.96.0.40"}}.yaml(allReady("node-a")...),
-	}, "--max-backends", "9")
-	re := regexp.MustCompile(`"frontend not programmed; the rest of the node is" frontend="([^"]+)"`)
-	deadline := time.Now().Add(10 * time.Second)
-	var failed [][]string
-	for failed = re.FindAllStringSubmatch(e.agentLog(), -1); len(failed) == 0; failed = re.FindAllStringSubmatch(e.agentLog(), -1) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line naming a frontend that did not fit:\n%s", e.agentLog())
-		}
-		time.Sleep(50 * time.Millisecond)
+	}, "--max-backends", "9", "--healthz-timeout", "1s")
+	refused := e.waitLog(10*time.Second, regexp.MustCompile(`"Service not programmed: the maps have no room for it" service="([^"]+)" .*reason="([^"]+)"`))
+	if refused == nil {
+		t.Fatalf("no log line naming a refused Service:\n%s", e.agentLog())
 	}
-	log := e.agentLog()
-	for _, want := range []string{"backends map is full", "Service default/", "--max-backends"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the error does not say %q:\n%s", want, log)
-		}
+	if refused[1] != "default/b" || !strings.Contains(refused[2], "--max-backends") {
+		t.Errorf("refused %s (%s), want default/b and the flag --max-backends", refused[1], refused[2])
 	}
-	bad := failed[0][1]
-	for _, f := range failed {
-		if f[1] != bad {
-			t.Fatalf("more than one frontend failed (%s and %s), want exactly one:\n%s", bad, f[1], log)
-		}
+	if strings.Contains(e.agentLog(), "frontend not programmed") {
+		t.Errorf("a frontend failed to program; what does not fit must be refused before it is written:\n%s", e.agentLog())
+	}
+	if v, ok := testkit.Sample(e.scrape(), `socklb_refused_services{service="default/b"}`); !ok || v != 2 {
+		t.Errorf("socklb_refused_services for default/b is %v (present %v), want its 2 frontends", v, ok)
+	}
+	time.Sleep(1500 * time.Millisecond) // past --healthz-timeout
+	if c := e.healthCode("/healthz"); c != http.StatusOK {
+		t.Errorf("/healthz %d with a Service refused for room; a refusal must not make the node unready", c)
 	}
 	out := e.inspect()
 	for _, fe := range []string{vip + ":80/TCP", vip + ":53/UDP", "10.96.0.40:80/TCP", "10.96.0.40:53/UDP"} {
@@ -224,9 +225,9 @@ func TestFullMapKeepsTheRest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fe == bad {
+		if strings.HasPrefix(fe, "10.96.0.40:") {
 			if strings.Contains(out, fe) || res.Errors["ENETUNREACH"] == 0 || res.OK != 0 {
-				t.Errorf("%s did not fit but is programmed or answers: %v %v\n%s", fe, res.Replies, res.Errors, out)
+				t.Errorf("%s belongs to the refused Service but is programmed or answers: %v %v\n%s", fe, res.Replies, res.Errors, out)
 			}
 			continue
 		}

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/socklb/socklb/pkg/logkey"
+	"github.com/socklb/socklb/pkg/model"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// Sized is a datapath whose maps have a fixed room; the agent then admits
+// only the Services that fit (servicemap.Admit) instead of letting writes
+// fail wherever a full map happens to be met.
+type Sized interface {
+	Capacity() servicemap.Capacity
+}
+
+// admissionMargin is the part of each map kept free of admitted Services:
+// rewriting a frontend allocates its new backends before it frees the old
+// ones, so a map filled to the last entry would fail the next change.
+const admissionMargin = 32 // 1/32
+
+// admission is what the last sync refused for lack of room.
+type admission struct {
+	services map[types.NamespacedName]servicemap.Demand
+	keys     map[servicemap.FrontendKey]bool
+	room     servicemap.Capacity // what admitted Services may use
+}
+
+// admit decides which Services of r's state the maps take and rewrites r
+// so that the datapath sees only those: a refused Service's frontends are
+// left out of a full Apply, or removed and kept out of a delta; one
+// admitted again is written whole. When the state fits (the common case)
+// and nothing was refused before, it costs nothing per frontend.
+//
+// A refusal is policy, not a failure: the datapath never sees those
+// frontends, so they never fail a sync, and /healthz stays healthy. One
+// tenant filling the maps thus costs its own newest Services on every
+// node, not every node's readiness. A write that fails for what was
+// admitted still fails the sync, as kube-proxy's failed restores do.
+func (a *Agent) admit(r *round) {
+	sized, ok := a.cfg.Datapath.(Sized)
+	if !ok {
+		return
+	}
+	c := sized.Capacity()
+	room := servicemap.Capacity{Frontends: c.Frontends - c.Frontends/admissionMargin, Backends: c.Backends - c.Backends/admissionMargin,
+		Ranges: c.Ranges - c.Ranges/admissionMargin}
+	before := a.refused
+	tot := a.tracker.Totals()
+	if len(before.keys) == 0 && tot.Frontends <= room.Frontends && tot.Backends <= room.Backends && tot.Ranges <= room.Ranges {
+		return
+	}
+	now := admission{services: map[types.NamespacedName]servicemap.Demand{}, keys: map[servicemap.FrontendKey]bool{}, room: room}
+	for _, d := range servicemap.Admit(a.tracker.Demands(), room) {
+		now.services[d.Service] = d
+	}
+	if len(now.services) > 0 {
+		for k, fe := range r.state {
+			if _, ok := now.services[fe.Service]; ok {
+				now.keys[k] = true
+			}
+		}
+	}
+	a.refused = now
+	if r.delta == nil {
+		if len(now.keys) > 0 {
+			r.state = without(r.state, now.keys)
+		}
+		return
+	}
+	d := servicemap.Delta{Upsert: maps.Clone(r.delta.Upsert), Remove: r.delta.Remove}
+	for k := range now.keys {
+		delete(d.Upsert, k)
+		if !before.keys[k] {
+			d.Remove = append(d.Remove, k) // programmed until now, or never: removing is a no-op then
+		}
+	}
+	for k := range before.keys {
+		if fe, ok := r.state[k]; ok && !now.keys[k] {
+			d.Upsert[k] = fe
+		}
+	}
+	r.delta = &d
+}
+
+// without is state less the keys refused, for a full Apply.
+func without(state servicemap.State, refused map[servicemap.FrontendKey]bool) servicemap.State {
+	out := make(servicemap.State, len(state)-len(refused))
+	for k, fe := range state {
+		if !refused[k] {
+			out[k] = fe
+		}
+	}
+	return out
+}
+
+// reportRefusals logs, counts and records an Event for each Service newly
+// refused, and logs each one taken again.
+func (a *Agent) reportRefusals(before map[types.NamespacedName]servicemap.Demand) {
+	for nn, d := range a.refused.services {
+		if _, ok := before[nn]; ok {
+			continue
+		}
+		msg := refusalNote(d, a.refused.room)
+		a.log.Warn("Service not programmed: the maps have no room for it", logkey.Service(nn),
+			"frontends", d.Frontends, "backends", d.Backends, "reason", msg)
+		a.event(model.KindService, nn, "CapacityExceeded", "socklb on this node does not serve it: "+msg)
+	}
+	for nn := range before {
+		if _, ok := a.refused.services[nn]; !ok {
+			a.log.Info("Service programmed again: the maps have room for it", logkey.Service(nn))
+		}
+	}
+	a.metrics.setRefused(a.refused.services)
+}
+
+func refusalNote(d servicemap.Demand, room servicemap.Capacity) string {
+	return fmt.Sprintf("its %d frontends, %d backends and %d source ranges do not fit beside the older Services (room for %d frontends, %d backends and %d source ranges in all); "+
+		"the newest Services are refused first, whole, and are served as soon as room frees up; raise --max-services (frontends, source ranges) or --max-backends, or remove Services",
+		d.Frontends, d.Backends, d.Ranges, room.Frontends, room.Backends, room.Ranges)
+}
+
+// checks reports no local endpoint for the refused Services' health check
+// node ports: this node does not serve them, so a load balancer must not
+// send their traffic here.
+func (ad admission) checks(in []servicemap.HealthCheck) []servicemap.HealthCheck {
+	if len(ad.services) == 0 {
+		return in
+	}
+	out := make([]servicemap.HealthCheck, len(in))
+	for i, c := range in {
+		if _, ok := ad.services[c.Service]; ok {
+			c.LocalEndpoints = 0
+		}
+		out[i] = c
+	}
+	return out
+}
