@@ -4,6 +4,8 @@
 // times), one image per
 // architecture under one OCI index, written as an OCI layout tarball that
 // `ctr images import`, `skopeo copy oci-archive:...` or `crane push` take.
+// Each image carries an SPDX SBOM of the binary (internal/oci.SBOM) and,
+// as the index does, the OCI annotations naming source, version and commit.
 package main
 
 import (
@@ -15,9 +17,14 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/socklb/socklb/internal/oci"
 )
+
+// Source is the repository the image names as its source
+// (org.opencontainers.image.source, and the SBOM's download location).
+const Source = "https://github.com/socklb/socklb"
 
 func main() {
 	out := flag.String("out", "bin/socklb-image.tar", "the OCI layout tarball to write")
@@ -50,6 +57,7 @@ func run(out, ref, version, revision string, arches []string) error {
 	}
 	defer os.RemoveAll(tmp)
 	images := map[string]v1.Image{}
+	meta := oci.Meta{Source: Source, Version: version, Revision: revision}
 	for _, arch := range arches {
 		bin := filepath.Join(tmp, "socklb-"+arch)
 		args := goBuild(version, revision, bin)
@@ -59,14 +67,15 @@ func run(out, ref, version, revision string, arches []string) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("building socklb for %s: %w", arch, err)
 		}
-		if images[arch], err = oci.SocklbImage(arch, bin); err != nil {
+		if images[arch], err = oci.SocklbImage(arch, bin, meta); err != nil {
 			return fmt.Errorf("image for %s: %w", arch, err)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	if err := oci.WriteOCIIndex(out, ref, oci.Index(images)); err != nil {
+	idx := mutate.Annotations(oci.Index(images), meta.Annotations()).(v1.ImageIndex)
+	if err := oci.WriteOCIIndex(out, ref, idx); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s (%s, %s)\n", out, ref, strings.Join(arches, ", "))

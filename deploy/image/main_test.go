@@ -4,9 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"debug/elf"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -76,6 +78,9 @@ func TestImageReproducibleMultiArch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := im.Annotations["org.opencontainers.image.revision"]; got != testRevision {
+		t.Errorf("the index's org.opencontainers.image.revision is %q, want %s", got, testRevision)
+	}
 	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 	var seen []string
 	for _, d := range im.Manifests {
@@ -96,12 +101,13 @@ func TestImageReproducibleMultiArch(t *testing.T) {
 			t.Errorf("%s: config says arch %s, entrypoint %v, user %q", arch, cf.Architecture, cf.Config.Entrypoint, cf.Config.User)
 		}
 		files := imageFiles(t, img)
-		if len(files) != 1 || files["socklb"] == nil {
+		checkProvenance(t, arch, img, files["usr/share/sbom/socklb.spdx.json"])
+		if len(files) != 2 || files["socklb"] == nil {
 			names := make([]string, 0, len(files))
 			for n := range files {
 				names = append(names, n)
 			}
-			t.Fatalf("%s: the image holds %v, want socklb alone", arch, names)
+			t.Fatalf("%s: the image holds %v, want socklb and its SBOM alone", arch, names)
 		}
 		f, err := elf.NewFile(bytes.NewReader(files["socklb"]))
 		if err != nil {
@@ -124,6 +130,64 @@ func TestImageReproducibleMultiArch(t *testing.T) {
 	slices.Sort(seen)
 	if !slices.Equal(seen, []string{"amd64", "arm64"}) {
 		t.Errorf("platforms %v, want amd64 and arm64", seen)
+	}
+}
+
+// checkProvenance: the image's manifest names its source, version and
+// commit in the OCI annotations, and its SPDX SBOM describes socklb at that
+// commit and lists the modules linked in, with the versions go.mod pins.
+func checkProvenance(t *testing.T, arch string, img v1.Image, sbom []byte) {
+	t.Helper()
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"org.opencontainers.image.revision": testRevision,
+		"org.opencontainers.image.version": "test", "org.opencontainers.image.source": Source} {
+		if got := m.Annotations[k]; got != want {
+			t.Errorf("%s: annotation %s is %q, want %q", arch, k, got, want)
+		}
+	}
+	var doc struct {
+		SPDXVersion string `json:"spdxVersion"`
+		Packages    []struct {
+			Name     string `json:"name"`
+			Version  string `json:"versionInfo"`
+			Download string `json:"downloadLocation"`
+		} `json:"packages"`
+		Relationships []struct {
+			Type string `json:"relationshipType"`
+		} `json:"relationships"`
+	}
+	if err := json.Unmarshal(sbom, &doc); err != nil {
+		t.Fatalf("%s: the SBOM at /usr/share/sbom/socklb.spdx.json does not parse (%d bytes): %v", arch, len(sbom), err)
+	}
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"github.com/socklb/socklb": "test"}
+	for _, path := range []string{"github.com/cilium/ebpf", "k8s.io/client-go", "golang.org/x/sys"} {
+		v := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(path) + ` (v\S+)`).FindSubmatch(mod)
+		if v == nil {
+			t.Fatalf("go.mod does not require %s", path)
+		}
+		want[path] = string(v[1])
+	}
+	got := map[string]string{}
+	for _, p := range doc.Packages {
+		got[p.Name] = p.Version
+		if p.Name == "github.com/socklb/socklb" && !strings.HasSuffix(p.Download, "@"+testRevision) {
+			t.Errorf("%s: the SBOM's socklb comes from %q, want the commit %s", arch, p.Download, testRevision)
+		}
+	}
+	for path, v := range want {
+		if got[path] != v {
+			t.Errorf("%s: the SBOM lists %s at %q, want %q", arch, path, got[path], v)
+		}
+	}
+	if doc.SPDXVersion != "SPDX-2.3" || len(doc.Packages) < 20 || len(doc.Relationships) != len(doc.Packages) {
+		t.Errorf("%s: SBOM %s with %d packages and %d relationships, want SPDX-2.3, every module linked in, each related", arch, doc.SPDXVersion, len(doc.Packages), len(doc.Relationships))
 	}
 }
 

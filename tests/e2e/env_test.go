@@ -112,7 +112,7 @@ func check(t *testing.T, err error) {
 // startAgent runs `socklb agent` the way the DaemonSet does, with the
 // ServiceAccount's kubeconfig instead of the in-cluster config, attached to
 // the test's cgroup and bpffs.
-func (e *env) startAgent() {
+func (e *env) startAgent(extraArgs ...string) {
 	e.t.Helper()
 	ports, err := testkit.FreePorts(2)
 	if err != nil {
@@ -120,14 +120,14 @@ func (e *env) startAgent() {
 	}
 	e.healthz, e.metrics = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	logPath := filepath.Join(e.logDir, "socklb-agent.log")
-	e.agent, err = testkit.StartAgent(socklbBin, logPath,
+	e.agent, err = testkit.StartAgent(socklbBin, logPath, append([]string{
 		"--kubeconfig", agentKubeconfig,
 		"--node-name", nodeName,
 		"--cgroup-path", e.cg.Path(),
 		"--bpffs-path", e.fs.Path(),
 		"--healthz-bind-address", e.healthz,
 		"--metrics-bind-address", e.metrics,
-	)
+	}, extraArgs...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ const SocklbImage = "localhost/socklb:node"
 // SocklbImageTarball builds socklb's image from the static binary bin
 // (`make build`): the binary alone, as deploy/ runs it.
 func SocklbImageTarball(bin, out string) error {
-	img, err := oci.SocklbImage("amd64", bin)
+	img, err := oci.SocklbImage("amd64", bin, oci.Meta{Source: "https://github.com/socklb/socklb"})
 	if err != nil {
 		return err
 	}
