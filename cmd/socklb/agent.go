@@ -178,6 +178,7 @@ func datapathConfig(f agentFlags, log *slog.Logger) datapath.Config {
 		MaxServices: uint32(f.maxServices),
 		MaxBackends: uint32(f.maxBackends),
 		MaxAffinity: uint32(f.maxAffinity),
+		GrowBudget:  f.mapMemoryBudget,
 		MaxFlows:    uint32(f.maxFlows),
 		HostNSOnly:  f.hostNSOnly,
 		PacketLB:    f.packetLB,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
@@ -41,6 +42,7 @@ type agentFlags struct {
 	disableFeatures                     []datapath.Feature
 	maxServices, maxBackends, maxRevNAT uint
 	maxAffinity                         uint
+	mapMemoryBudget                     uint64
 	healthTimeout, lockTimeout          time.Duration
 	pinCheckInterval                    time.Duration
 	hostNSOnly                          bool
@@ -77,6 +79,8 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.UintVar(&c.MaxServices, "max-services", c.MaxServices, "capacity of the services map: frontends (address, port, protocol)")
 	fs.UintVar(&c.MaxBackends, "max-backends", c.MaxBackends, "capacity of the backends map: endpoints summed over all frontends")
 	fs.UintVar(&c.MaxAffinity, "max-affinity", c.MaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
+	fs.StringVar(&c.MapMemoryBudget, "map-memory-budget", c.MapMemoryBudget, "kernel memory the maps --max-services and --max-backends size may grow to, estimated full, when the Services need more room (a quantity such as 2Gi); "+
+		"past it the newest Services that do not fit are refused; 0 keeps the --max-* sizes")
 	// Kept so existing DaemonSets still start: per-socket state moved to
 	// socket-local storage, which has no capacity to set.
 	fs.UintVar(&c.MaxRevNAT, "max-revnat", c.MaxRevNAT, "ignored: per-socket state lives in socket-local storage, freed with each socket")
@@ -219,6 +223,9 @@ func (o *agentOptions) complete() (agentFlags, error) {
 	if err := checkBindAddress("--metrics-bind-address", f.metricsAddr); err != nil {
 		return f, err
 	}
+	if f.mapMemoryBudget, err = parseBudget(c.MapMemoryBudget); err != nil {
+		return f, err
+	}
 	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity, "--max-flows": f.maxFlows} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
@@ -277,4 +284,13 @@ func parseAgentFlags(args []string) (agentFlags, error) {
 		return f, err
 	}
 	return f, f.resolveNodeName()
+}
+
+// parseBudget reads --map-memory-budget, a quantity in bytes.
+func parseBudget(s string) (uint64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("--map-memory-budget=%q: want a quantity of bytes such as 2Gi or 512Mi, or 0 to keep the --max-* sizes", s)
+	}
+	return uint64(q.Value()), nil
 }

@@ -39,6 +39,9 @@ type SocklbConfiguration struct {
 	MaxBackends           uint     `json:"maxBackends"`
 	MaxRevNAT             uint     `json:"maxRevNAT,omitempty"`
 	MaxAffinity           uint     `json:"maxAffinity"`
+	// MapMemoryBudget bounds how far the maps maxServices and
+	// maxBackends size may grow on their own (a quantity: "2Gi").
+	MapMemoryBudget string `json:"mapMemoryBudget"`
 	SocketLBHostNSOnly    bool     `json:"socketLBHostNSOnly"`
 	TerminateSockets      string   `json:"terminateSockets"`
 	DisableKernelFeatures []string `json:"disableKernelFeatures,omitempty"`
@@ -77,6 +80,7 @@ func defaultConfig() *SocklbConfiguration {
 		MaxServices:        datapath.DefaultMaxServices,
 		MaxBackends:        datapath.DefaultMaxBackends,
 		MaxAffinity:        datapath.DefaultMaxAffinity,
+		MapMemoryBudget:    datapath.DefaultGrowBudget,
 		MaxFlows:           datapath.DefaultMaxFlows,
 		NATPortRange:       fmt.Sprintf("%d-%d", datapath.DefaultNATPortMin, datapath.DefaultNATPortMax),
 		TerminateSockets:   string(datapath.TerminateUDP),

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,6 +19,13 @@ type Sized interface {
 	Capacity() servicemap.Capacity
 }
 
+// Grower is a Sized datapath whose maps can grow (datapath.Grow): asked
+// for room for want, it grows as far as its budget allows and returns the
+// capacity it has afterwards.
+type Grower interface {
+	Grow(want servicemap.Capacity) (servicemap.Capacity, error)
+}
+
 // admissionMargin is the part of each map kept free of admitted Services:
 // rewriting a frontend allocates its new backends before it frees the old
 // ones, so a map filled to the last entry would fail the next change.
@@ -28,6 +36,9 @@ type admission struct {
 	services map[types.NamespacedName]servicemap.Demand
 	keys     map[servicemap.FrontendKey]bool
 	room     servicemap.Capacity // what admitted Services may use
+	// denied is the last demand a growth was refused for: not asked
+	// again until the demand exceeds it.
+	denied servicemap.Capacity
 }
 
 // admit decides which Services of r's state the maps take and rewrites r
@@ -46,15 +57,20 @@ func (a *Agent) admit(r *round) {
 	if !ok {
 		return
 	}
-	c := sized.Capacity()
-	room := servicemap.Capacity{Frontends: c.Frontends - c.Frontends/admissionMargin, Backends: c.Backends - c.Backends/admissionMargin,
-		Ranges: c.Ranges - c.Ranges/admissionMargin}
-	before := a.refused
 	tot := a.tracker.Totals()
-	if len(before.keys) == 0 && tot.Frontends <= room.Frontends && tot.Backends <= room.Backends && tot.Ranges <= room.Ranges {
+	need := servicemap.Capacity{Frontends: tot.Frontends, Backends: tot.Backends, Ranges: tot.Ranges}
+	room := roomOf(sized.Capacity())
+	if r.full {
+		a.refused.denied = servicemap.Capacity{} // a growth refused is tried again hourly, at most
+	}
+	if !fits(need, room) {
+		room = a.grow(need, room)
+	}
+	before := a.refused
+	if len(before.keys) == 0 && fits(need, room) {
 		return
 	}
-	now := admission{services: map[types.NamespacedName]servicemap.Demand{}, keys: map[servicemap.FrontendKey]bool{}, room: room}
+	now := admission{services: map[types.NamespacedName]servicemap.Demand{}, keys: map[servicemap.FrontendKey]bool{}, room: room, denied: before.denied}
 	for _, d := range servicemap.Admit(a.tracker.Demands(), room) {
 		now.services[d.Service] = d
 	}
@@ -85,6 +101,39 @@ func (a *Agent) admit(r *round) {
 		}
 	}
 	r.delta = &d
+}
+
+func roomOf(c servicemap.Capacity) servicemap.Capacity {
+	return servicemap.Capacity{Frontends: c.Frontends - c.Frontends/admissionMargin, Backends: c.Backends - c.Backends/admissionMargin,
+		Ranges: c.Ranges - c.Ranges/admissionMargin}
+}
+
+func fits(need, room servicemap.Capacity) bool {
+	return need.Frontends <= room.Frontends && need.Backends <= room.Backends && need.Ranges <= room.Ranges
+}
+
+// grow asks a Grower datapath for maps with room for need (plus the
+// margin) and returns the room it has then. A growth the budget refused is
+// asked again only for a bigger demand.
+func (a *Agent) grow(need, room servicemap.Capacity) servicemap.Capacity {
+	g, ok := a.cfg.Datapath.(Grower)
+	if !ok || a.refused.denied != (servicemap.Capacity{}) && fits(need, a.refused.denied) {
+		return room
+	}
+	want := servicemap.Capacity{Frontends: need.Frontends + need.Frontends/(admissionMargin-1) + 1,
+		Backends: need.Backends + need.Backends/(admissionMargin-1) + 1, Ranges: need.Ranges + need.Ranges/(admissionMargin-1) + 1}
+	start := time.Now()
+	c, err := g.Grow(want)
+	grown := roomOf(c)
+	if grown != room {
+		a.log.Info("the maps grew: the Services need more room", "frontends", c.Frontends, "backends", c.Backends, "source_ranges", c.Ranges,
+			"needed_frontends", need.Frontends, "needed_backends", need.Backends, "took", time.Since(start))
+	}
+	if err != nil {
+		a.refused.denied = need
+		a.log.Warn("the maps cannot grow enough: the newest Services that do not fit are refused", "err", err)
+	}
+	return grown
 }
 
 // without is state less the keys refused, for a full Apply.

@@ -95,6 +95,7 @@ func Cleanup(bpffs string, force bool) (CleanupResult, error) {
 	for _, g := range gens {
 		errs = append(errs, unpinGeneration(g))
 	}
+	rm(filepath.Join(mapsDir(bpffs), grownPin))
 	if testAfterUnpin != nil {
 		testAfterUnpin()
 	}
@@ -116,7 +117,7 @@ func foreignEntries(dir string, stateMaps []string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
-	own := map[string]bool{"links": true, "maps": true}
+	own := map[string]bool{"links": true, "maps": true, grownPin: true}
 	for _, h := range hooks {
 		own[h.name] = true
 	}

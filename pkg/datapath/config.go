@@ -23,6 +23,10 @@ type Config struct {
 	MaxBackends uint32
 	MaxAffinity uint32
 	MaxFlows    uint32
+	// GrowBudget bounds the kernel memory (bytes, mapMemory's estimate at
+	// capacity) the maps MaxServices and MaxBackends size may grow to when
+	// the Services need more room (Grow); 0: they keep their sizes.
+	GrowBudget uint64
 	// HostNSOnly translates only for sockets in the agent's network
 	// namespace (the host's, for a hostNetwork DaemonSet).
 	HostNSOnly bool
@@ -61,6 +65,10 @@ const (
 	// Flows from other machines the per-packet path tracks at once, as
 	// conntrack's table; a full table drops new flows, never live ones.
 	DefaultMaxFlows = 1 << 18
+	// DefaultGrowBudget lets the default maps (about 600 MiB full on 2
+	// CPUs, 1.6 GiB on 64: mapMemory) grow about twice over on small
+	// nodes; a quantity, as --map-memory-budget takes it.
+	DefaultGrowBudget = "2Gi"
 	// SNAT ports above the kernel's default ephemeral range (32768-60999),
 	// so the node's own connections never take one a flow holds.
 	DefaultNATPortMin = 61000

@@ -91,6 +91,8 @@ func probeSetRetval(cfg Config) (missing, failed error) {
 // Features reports which optional features this datapath uses; a missing
 // one maps to why.
 func (d *Datapath) Features() map[Feature]error {
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
 	out := map[Feature]error{FeatureSetRetval: d.retvalErr, FeatureSockDestroy: nil}
 	if d.term == nil {
 		out[FeatureSockDestroy] = d.termErr

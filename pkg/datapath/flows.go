@@ -71,6 +71,8 @@ type FlowStats struct {
 // its two entries hold room a new flow needs, since a full map drops new
 // flows instead of evicting live ones.
 func (d *Datapath) ExpireFlows() (FlowStats, error) {
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
 	st := FlowStats{Capacity: int(d.cfg.MaxFlows)}
 	now, err := monotonicNow()
 	if err != nil {
@@ -172,6 +174,8 @@ func monotonicNow() (time.Duration, error) {
 // FlowEvents sums the per-CPU flow_events counters: flows created, and why
 // packets from other machines were dropped.
 func (d *Datapath) FlowEvents() (map[socklbbpf.SocklbFlowEvent]uint64, error) {
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
 	out := map[socklbbpf.SocklbFlowEvent]uint64{}
 	for ev := socklbbpf.SocklbFlowEvent(0); ev < socklbbpf.SocklbFlowEventFLOW_EV_MAX; ev++ {
 		var per []uint64

@@ -103,7 +103,9 @@ func pinnedAt(dir string) int64 {
 // serving finds the generation whose maps the pinned connect4 link's
 // program uses: the one the hooks serve from, whatever the pins' ages say.
 func serving(bpffs string, gens []generation) (generation, bool) {
-	l, err := link.LoadPinnedLink(filepath.Join(linksDir(bpffs), "connect4"), &ebpf.LoadPinOptions{ReadOnly: true})
+	// Not ReadOnly: the kernel opens a pinned link read-write only
+	// (bpf_obj_get_user answers EINVAL otherwise).
+	l, err := link.LoadPinnedLink(filepath.Join(linksDir(bpffs), "connect4"), nil)
 	if err != nil {
 		return generation{}, false
 	}

@@ -43,3 +43,13 @@ func (a *idAllocator) alloc() (uint32, error) {
 		}
 	}
 }
+
+// resize lets the allocator hand out ids for a map grown to max entries;
+// the ids in use stay valid.
+func (a *idAllocator) resize(max uint32) {
+	wrap := uint64(max) * 2
+	if wrap > math.MaxUint32 {
+		wrap = math.MaxUint32
+	}
+	a.max, a.wrap = max, uint32(wrap)
+}

@@ -23,6 +23,8 @@ const (
 
 // SocketStateEvents sums the per-CPU sock_events counters.
 func (d *Datapath) SocketStateEvents() (SocketStateEvents, error) {
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
 	var ev SocketStateEvents
 	for idx, dst := range map[uint32]*uint64{sockEvEvicted: &ev.Evicted, sockEvNoState: &ev.NoState} {
 		var per []uint64

@@ -19,7 +19,9 @@ const batchSize = 4096
 // per-CPU stats map is read with batch lookups, a few syscalls for the
 // whole map instead of one per backend.
 func (d *Datapath) ServiceStats() ([]ServiceDump, error) {
+	d.objsMu.RLock()
 	counters, err := readStats(d.t.stats)
+	d.objsMu.RUnlock()
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,8 @@ type MapUsage struct {
 // sync holds, so a scrape never delays one. Arrays and socket-local
 // storage cannot fill up and are left out.
 func (d *Datapath) MapUsage() ([]MapUsage, error) {
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
 	u := d.usage.Load()
 	counted := map[string]uint32{
 		socklbbpf.SocklbMapServices: u.frontends,
@@ -140,6 +142,7 @@ func countEntries(m *ebpf.Map) (uint32, error) {
 // Capacity is the room of the maps every frontend, every backend and every
 // source range of one takes an entry of, as the maps were created.
 func (d *Datapath) Capacity() servicemap.Capacity {
-	return servicemap.Capacity{Frontends: int(d.t.services.MaxEntries()), Backends: int(d.t.backends.MaxEntries()),
-		Ranges: int(d.objs.SrcRanges.MaxEntries())}
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
+	return d.capacity()
 }

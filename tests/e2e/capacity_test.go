@@ -23,7 +23,7 @@ import (
 // 10 ports, it fits and is programmed.
 func TestTenantServiceRefusedNodeStaysReady(t *testing.T) {
 	e := newEnv(t, threePods...)
-	e.startAgent("--max-services", "64", "--healthz-timeout", "2s")
+	e.startAgent("--max-services", "64", "--map-memory-budget", "0", "--healthz-timeout", "2s")
 	fine, at := e.createService("fine", "echo")
 	vip := fine.Spec.ClusterIP
 	e.createPod("echo-1", "echo", "10.244.1.11", true)

@@ -33,7 +33,7 @@ func (e *env) healthCode(path string) int {
 func TestFullMapIsReadinessNotLiveness(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
 		"kubernetes.yaml": svcSpec{name: "kubernetes", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
-	}, "--max-backends", "1", "--healthz-timeout", "1s")
+	}, "--max-backends", "1", "--map-memory-budget", "0", "--healthz-timeout", "1s")
 	deadline := time.Now().Add(10 * time.Second)
 	for e.healthCode("/healthz") != http.StatusServiceUnavailable {
 		if time.Now().After(deadline) {

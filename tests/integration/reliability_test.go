@@ -192,7 +192,7 @@ func TestFullMapsRefuseTheNewestService(t *testing.T) {
 	e := startWith(t, threePods, map[string]string{
 		"a.yaml": svcSpec{name: "a", clusterIPs: []string{vip}}.yaml(allReady("node-a")...),
 		"b.yaml": svcSpec{name: "b", clusterIPs: []string{"10.96.0.40"}}.yaml(allReady("node-a")...),
-	}, "--max-backends", "9", "--healthz-timeout", "1s")
+	}, "--max-backends", "9", "--map-memory-budget", "0", "--healthz-timeout", "1s")
 	refused := e.waitLog(10*time.Second, regexp.MustCompile(`"Service not programmed: the maps have no room for it" service="([^"]+)" .*reason="([^"]+)"`))
 	if refused == nil {
 		t.Fatalf("no log line naming a refused Service:\n%s", e.agentLog())

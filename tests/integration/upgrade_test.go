@@ -322,9 +322,12 @@ func servingGeneration(e *env, prev map[int]bool) (string, map[int]bool, string)
 	}
 	var gens, other []string
 	for _, d := range ents {
-		if d.IsDir() && generationDir.MatchString(d.Name()) {
+		switch {
+		case d.IsDir() && generationDir.MatchString(d.Name()):
 			gens = append(gens, filepath.Join(mapsDir, d.Name()))
-		} else {
+		case d.Name() == "grown":
+			// The record of a growth (the --max-* sizes it grew from).
+		default:
 			other = append(other, d.Name())
 		}
 	}

@@ -1,0 +1,296 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/cilium/ebpf"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
+	"github.com/socklb/socklb/pkg/servicemap"
+)
+
+// The maps --max-services and --max-backends size grow in place when the
+// agent's Services need more room, up to Config.GrowBudget: a migration
+// like an upgrade's (migrate.go), run by the agent that holds the pins.
+// The bigger maps are created beside the serving ones and filled with a
+// copy of every entry while the hooks still serve the old ones; then each
+// pinned link switches to the new programs in one BPF_LINK_UPDATE, the
+// old generation is unpinned, and its maps die with the old programs. No
+// connect meets a half-filled map. Maps whose size does not change (the
+// affinity LRU, socket storage, flows) are the same kernel objects before
+// and after. The one loss: per-backend counters bumped between the copy
+// and the switch.
+//
+// A grown size outlives the agent: Grow pins a record of the --max-* sizes
+// it grew from (maps/grown), and Open, given the same sizes, keeps the
+// serving generation's (adoptGrownSizes), so a restart neither shrinks
+// maps that hold more than the flags would nor grows them again. Other
+// --max-* sizes are the operator's new choice: they win, as before.
+
+// ErrBudget is wrapped by Grow's error when the budget stops the growth.
+var ErrBudget = errors.New("map memory budget")
+
+// Grow makes the maps big enough for want (each figure rounded up to a
+// power of two, and at least double the current size), or as big as the
+// budget allows, and returns the capacity they have afterwards. An error
+// leaves the maps as they were, serving; its capacity is then the current
+// one.
+func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.capacity()
+	if d.cfg.GrowBudget == 0 {
+		return cur, fmt.Errorf("the maps do not grow: --map-memory-budget is 0")
+	}
+	if d.pending != nil {
+		return cur, fmt.Errorf("a migration to %s waits for its maps to be filled; the maps grow once it is done", d.pinDir)
+	}
+	next, ok := grownConfig(d.cfg, want)
+	if !ok {
+		return cur, fmt.Errorf("%w: growing the maps for %d frontends and %d backends would take about %d MiB of kernel memory, past --map-memory-budget (%d MiB); "+
+			"raise it, or --max-services and --max-backends", ErrBudget, want.Frontends, want.Backends, mapMemory(sizedFor(d.cfg, want), possibleCPUs())>>20, d.cfg.GrowBudget>>20)
+	}
+	if err := d.reload(next); err != nil {
+		return cur, fmt.Errorf("growing the maps to %d services and %d backends: %w", next.MaxServices, next.MaxBackends, err)
+	}
+	if err := writeGrown(d.cfg.BPFFSPath, d.flagSizes); err != nil {
+		return d.capacity(), fmt.Errorf("the maps grew, but recording it failed (a restart with the same flags will shrink them back): %w", err)
+	}
+	return d.capacity(), nil
+}
+
+// GrowBudgetUse is the estimated kernel memory of the growable maps at
+// their current capacity, and the budget (0: growth off).
+func (d *Datapath) GrowBudgetUse() (used, budget uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return mapMemory(d.cfg, possibleCPUs()), d.cfg.GrowBudget
+}
+
+func (d *Datapath) capacity() servicemap.Capacity {
+	return servicemap.Capacity{Frontends: int(d.t.services.MaxEntries()), Backends: int(d.t.backends.MaxEntries()),
+		Ranges: int(d.objs.SrcRanges.MaxEntries())}
+}
+
+// sizedFor is c with room for want: powers of two, at least double.
+func sizedFor(c Config, want servicemap.Capacity) Config {
+	c.MaxServices = grownSize(c.MaxServices, max(want.Frontends, want.Ranges))
+	c.MaxBackends = grownSize(c.MaxBackends, want.Backends)
+	return c
+}
+
+func grownSize(cur uint32, want int) uint32 {
+	if want <= int(cur) {
+		return cur
+	}
+	n := max(uint64(cur)*2, uint64(1)<<bits.Len64(uint64(want-1)))
+	return uint32(min(n, 1<<31))
+}
+
+// grownConfig is the biggest config between c and sizedFor(c, want) that
+// fits the budget and grows at least one map; ok is false if none does.
+func grownConfig(c Config, want servicemap.Capacity) (Config, bool) {
+	ncpu := possibleCPUs()
+	next := sizedFor(c, want)
+	for next.MaxServices > c.MaxServices || next.MaxBackends > c.MaxBackends {
+		if mapMemory(next, ncpu) <= c.GrowBudget {
+			return next, true
+		}
+		// Halve what is furthest past the budget's reach: backends cost
+		// more per entry, so they go first.
+		if next.MaxBackends > c.MaxBackends {
+			next.MaxBackends /= 2
+		} else {
+			next.MaxServices /= 2
+		}
+	}
+	return c, false
+}
+
+// htabElemSize and bucketSize are the kernel's per-entry overhead of a hash
+// map that is not preallocated (struct htab_elem and struct bucket of
+// kernel/bpf/hashtab.c, 64-bit); a per-CPU map's element holds a pointer
+// to one value per possible CPU.
+const (
+	htabElemSize = 48
+	bucketSize   = 16
+)
+
+// mapMemory estimates the kernel memory of the maps --max-services and
+// --max-backends size, filled to capacity under c: buckets, elements,
+// keys and values, per-CPU values once per possible CPU. Unfilled, only
+// the buckets are allocated; the estimate is what the budget bounds.
+func mapMemory(c Config, ncpu int) uint64 {
+	var total uint64
+	for _, d := range mapTable {
+		if d.owner != objHooks || d.size == nil || (d.flag != "--max-services" && d.flag != "--max-backends") {
+			continue
+		}
+		n := uint64(d.size(c))
+		k, v := round8(reflect.TypeOf(d.key).Size()), round8(reflect.TypeOf(d.value).Size())
+		per := htabElemSize + bucketSize + k + v
+		if d.name == socklbbpf.SocklbMapStats {
+			per = htabElemSize + bucketSize + k + 8 + v*uint64(ncpu)
+		}
+		total += n * per
+	}
+	return total
+}
+
+func round8(n uintptr) uint64 { return (uint64(n) + 7) &^ 7 }
+
+func possibleCPUs() int {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// reload moves the datapath onto maps sized by next: load them (copying
+// every entry, migrate.go), switch the links, then swap what the methods
+// use. Called with d.mu held.
+func (d *Datapath) reload(next Config) error {
+	objs, pinDir, mig, err := loadObjects(next, d.retvalErr == nil)
+	if err != nil {
+		return err
+	}
+	if mig == nil || mig.refill {
+		// Only sizes changed, so every map is kept or copied; anything
+		// else is not a growth.
+		if mig != nil {
+			mig.abandon(pinDir)
+		}
+		objs.Close()
+		return fmt.Errorf("the new maps under %s would start empty", pinDir)
+	}
+	var np *socklbbpf.NodeportObjects
+	if d.nodeport != nil {
+		if np, err = loadNodeport(next, &objs.SocklbMaps); err != nil {
+			objs.Close()
+			mig.abandon(pinDir)
+			return err
+		}
+	}
+	if next.CgroupPath != "" {
+		if err := attachHooks(next, &objs.SocklbPrograms, d.egressOn); err != nil {
+			// Some links may run the new programs: put every one back
+			// on the maps this agent keeps writing.
+			if back := attachHooks(d.cfg, &d.objs.SocklbPrograms, d.egressOn); back != nil {
+				err = fmt.Errorf("%w; and switching back: %v", err, back)
+			}
+			if np != nil {
+				np.Close()
+			}
+			objs.Close()
+			mig.abandon(pinDir)
+			return err
+		}
+	}
+	var term *terminator
+	termErr := d.termErr
+	if d.term != nil {
+		// Its iterators read the backends: it follows them. Without it
+		// sockets of removed backends stay, as when it was never there.
+		term, termErr = newTerminator(next, &objs.SocklbMaps)
+	}
+
+	d.objsMu.Lock()
+	oldObjs, oldNP, oldTerm := d.objs, d.nodeport, d.term
+	d.objs, d.t, d.pinDir, d.cfg, d.nodeport, d.term, d.termErr = objs, tablesOf(&objs.SocklbMaps), pinDir, next, np, term, termErr
+	d.objsMu.Unlock()
+
+	var errs []error
+	if d.nodeport != nil {
+		if err := d.attachDevices(); err != nil {
+			errs = append(errs, fmt.Errorf("switching the devices' programs to the maps under %s: %w", pinDir, err))
+		}
+	}
+	if err := mig.switched(); err != nil {
+		errs = append(errs, err)
+	}
+	d.svcIDs.resize(next.MaxServices)
+	d.groupIDs.resize(next.MaxServices)
+	d.backendIDs.resize(next.MaxBackends)
+	d.migration = mig.String(pinDir)
+	if oldTerm != nil {
+		oldTerm.Close()
+	}
+	if oldNP != nil {
+		oldNP.Close()
+	}
+	oldObjs.Close()
+	return errors.Join(errs...)
+}
+
+// grownPin records, under maps/, the --max-services and --max-backends
+// an agent grew its maps from: a one-entry array, as bpffs holds nothing
+// but BPF objects.
+const grownPin = "grown"
+
+func writeGrown(bpffs string, from [2]uint32) error {
+	path := filepath.Join(mapsDir(bpffs), grownPin)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "socklb_grown", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Put(uint32(0), uint64(from[0])<<32|uint64(from[1])); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return m.Pin(path)
+}
+
+func readGrown(bpffs string) ([2]uint32, bool) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(mapsDir(bpffs), grownPin), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return [2]uint32{}, false
+	}
+	defer m.Close()
+	var v uint64
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		return [2]uint32{}, false
+	}
+	return [2]uint32{uint32(v >> 32), uint32(v)}, true
+}
+
+// adoptGrownSizes keeps the sizes of the generation the hooks serve from
+// when an agent with c's --max-* sizes grew them, and the budget allows
+// growing; otherwise the record goes and c's sizes stand.
+func adoptGrownSizes(c Config) Config {
+	from, ok := readGrown(c.BPFFSPath)
+	if !ok {
+		return c
+	}
+	if c.GrowBudget == 0 || from != [2]uint32{c.MaxServices, c.MaxBackends} {
+		_ = os.Remove(filepath.Join(mapsDir(c.BPFFSPath), grownPin))
+		return c
+	}
+	gens, err := generations(c.BPFFSPath)
+	if err != nil || len(gens) == 0 {
+		return c
+	}
+	g, ok := serving(c.BPFFSPath, gens)
+	if !ok {
+		g = gens[len(gens)-1] // no hooks: the newest, as a migration takes
+	}
+	size := func(name string) uint32 {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(g.dir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			return 0
+		}
+		defer m.Close()
+		return m.MaxEntries()
+	}
+	c.MaxServices = max(c.MaxServices, size(socklbbpf.SocklbMapServices))
+	c.MaxBackends = max(c.MaxBackends, size(socklbbpf.SocklbMapBackends))
+	return c
+}
