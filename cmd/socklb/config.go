@@ -33,15 +33,15 @@ type SocklbConfiguration struct {
 	NodeName string `json:"nodeName,omitempty"`
 
 	// Datapath.
-	CgroupPath            string   `json:"cgroupPath,omitempty"`
-	BPFFSPath             string   `json:"bpffsPath"`
-	MaxServices           uint     `json:"maxServices"`
-	MaxBackends           uint     `json:"maxBackends"`
-	MaxRevNAT             uint     `json:"maxRevNAT,omitempty"`
-	MaxAffinity           uint     `json:"maxAffinity"`
+	CgroupPath  string `json:"cgroupPath,omitempty"`
+	BPFFSPath   string `json:"bpffsPath"`
+	MaxServices uint   `json:"maxServices"`
+	MaxBackends uint   `json:"maxBackends"`
+	MaxRevNAT   uint   `json:"maxRevNAT,omitempty"`
+	MaxAffinity uint   `json:"maxAffinity"`
 	// MapMemoryBudget bounds how far the maps maxServices and
 	// maxBackends size may grow on their own (a quantity: "2Gi").
-	MapMemoryBudget string `json:"mapMemoryBudget"`
+	MapMemoryBudget       string   `json:"mapMemoryBudget"`
 	SocketLBHostNSOnly    bool     `json:"socketLBHostNSOnly"`
 	TerminateSockets      string   `json:"terminateSockets"`
 	DisableKernelFeatures []string `json:"disableKernelFeatures,omitempty"`
