@@ -80,7 +80,7 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.UintVar(&c.MaxBackends, "max-backends", c.MaxBackends, "capacity of the backends map: endpoints summed over all frontends")
 	fs.UintVar(&c.MaxAffinity, "max-affinity", c.MaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
 	fs.StringVar(&c.MapMemoryBudget, "map-memory-budget", c.MapMemoryBudget, "kernel memory the maps --max-services and --max-backends size may grow to, estimated full, when the Services need more room (a quantity such as 2Gi); "+
-		"past it the newest Services that do not fit are refused; 0 keeps the --max-* sizes")
+		"past it the newest Services that do not fit are refused; 0: the maps do not grow. Grown maps keep their size across restarts until --max-* reach it")
 	// Kept so existing DaemonSets still start: per-socket state moved to
 	// socket-local storage, which has no capacity to set.
 	fs.UintVar(&c.MaxRevNAT, "max-revnat", c.MaxRevNAT, "ignored: per-socket state lives in socket-local storage, freed with each socket")

@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/socklb/socklb/pkg/datapath"
 	"github.com/socklb/socklb/pkg/logkey"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
@@ -26,6 +28,10 @@ type Grower interface {
 	Grow(want servicemap.Capacity) (servicemap.Capacity, error)
 }
 
+// growRetry holds off another growth after one that failed for another
+// reason than the budget: a growth loads and copies every map.
+const growRetry = 30 * time.Second
+
 // admissionMargin is the part of each map kept free of admitted Services:
 // rewriting a frontend allocates its new backends before it frees the old
 // ones, so a map filled to the last entry would fail the next change.
@@ -36,9 +42,11 @@ type admission struct {
 	services map[types.NamespacedName]servicemap.Demand
 	keys     map[servicemap.FrontendKey]bool
 	room     servicemap.Capacity // what admitted Services may use
-	// denied is the last demand a growth was refused for: not asked
-	// again until the demand exceeds it.
-	denied servicemap.Capacity
+	// denied is the last demand the budget refused a growth for: not
+	// asked again until the demand exceeds it. retryAt holds off a growth
+	// that failed otherwise (a migration under way, a failed load).
+	denied  servicemap.Capacity
+	retryAt time.Time
 }
 
 // admit decides which Services of r's state the maps take and rewrites r
@@ -70,7 +78,7 @@ func (a *Agent) admit(r *round) {
 	if len(before.keys) == 0 && fits(need, room) {
 		return
 	}
-	now := admission{services: map[types.NamespacedName]servicemap.Demand{}, keys: map[servicemap.FrontendKey]bool{}, room: room, denied: before.denied}
+	now := admission{services: map[types.NamespacedName]servicemap.Demand{}, keys: map[servicemap.FrontendKey]bool{}, room: room, denied: before.denied, retryAt: before.retryAt}
 	for _, d := range servicemap.Admit(a.tracker.Demands(), room) {
 		now.services[d.Service] = d
 	}
@@ -117,7 +125,7 @@ func fits(need, room servicemap.Capacity) bool {
 // asked again only for a bigger demand.
 func (a *Agent) grow(need, room servicemap.Capacity) servicemap.Capacity {
 	g, ok := a.cfg.Datapath.(Grower)
-	if !ok || a.refused.denied != (servicemap.Capacity{}) && fits(need, a.refused.denied) {
+	if !ok || a.refused.denied != (servicemap.Capacity{}) && fits(need, a.refused.denied) || time.Now().Before(a.refused.retryAt) {
 		return room
 	}
 	want := servicemap.Capacity{Frontends: need.Frontends + need.Frontends/(admissionMargin-1) + 1,
@@ -129,9 +137,13 @@ func (a *Agent) grow(need, room servicemap.Capacity) servicemap.Capacity {
 		a.log.Info("the maps grew: the Services need more room", "frontends", c.Frontends, "backends", c.Backends, "source_ranges", c.Ranges,
 			"needed_frontends", need.Frontends, "needed_backends", need.Backends, "took", time.Since(start))
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, datapath.ErrBudget):
 		a.refused.denied = need
 		a.log.Warn("the maps cannot grow enough: the newest Services that do not fit are refused", "err", err)
+	case err != nil:
+		a.refused.retryAt = time.Now().Add(growRetry)
+		a.log.Warn("the maps could not grow now: the newest Services that do not fit are refused meanwhile", "err", err, "retry_in", growRetry)
 	}
 	return grown
 }

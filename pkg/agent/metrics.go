@@ -236,6 +236,9 @@ func (m *Metrics) observeSync(d time.Duration, done time.Time, full bool, tot se
 	pfe, pbe := tot.Frontends, tot.Backends
 	for k := range res.Failed {
 		if fe, ok := state[k]; ok {
+			if _, r := refused[fe.Service]; r {
+				continue // counted with the refused below
+			}
 			pfe--
 			pbe -= len(fe.Backends)
 		}

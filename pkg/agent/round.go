@@ -127,11 +127,19 @@ func (a *Agent) sinceStart(in map[types.NamespacedName][]time.Time) map[types.Na
 func (a *Agent) apply(r round) datapath.ApplyResult {
 	da, ok := a.cfg.Datapath.(DeltaApplier)
 	if !ok || r.delta == nil {
+		if r.delta != nil && len(a.refused.keys) > 0 {
+			return a.cfg.Datapath.Apply(without(r.state, a.refused.keys))
+		}
 		return a.cfg.Datapath.Apply(r.state)
 	}
 	d := *r.delta
 	for k := range a.lastFailed {
-		if _, ok := d.Upsert[k]; ok || a.refused.keys[k] {
+		if a.refused.keys[k] {
+			// Refused after its write or removal failed: it must go.
+			d.Remove = append(d.Remove, k)
+			continue
+		}
+		if _, ok := d.Upsert[k]; ok {
 			continue
 		}
 		if fe, ok := r.state[k]; ok {

@@ -61,6 +61,7 @@ func (r ApplyResult) Err() error {
 func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.retryStaleDevices()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
 	ranged := hasRanges(want)
 	d.prepareEgress(ranged)
@@ -100,6 +101,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.retryStaleDevices()
 	res := ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
 	ranged := hasRanges(delta.Upsert)
 	d.prepareEgress(ranged)

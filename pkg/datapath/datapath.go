@@ -55,6 +55,9 @@ type Datapath struct {
 	// The per-packet path: nil when cfg.PacketLB is off.
 	nodeport *socklbbpf.NodeportObjects
 	devices  []Device
+	// devicesStale: a growth could not switch the devices' programs to
+	// the new maps; each write tries again.
+	devicesStale bool
 	// ranged counts the programmed frontends with source ranges, and
 	// egressOn says whether this agent keeps the egress hook attached for
 	// them; egressErr is why attaching it failed in the current Apply.

@@ -26,11 +26,13 @@ import (
 // and after. The one loss: per-backend counters bumped between the copy
 // and the switch.
 //
-// A grown size outlives the agent: Grow pins a record of the --max-* sizes
-// it grew from (maps/grown), and Open, given the same sizes, keeps the
-// serving generation's (adoptGrownSizes), so a restart neither shrinks
-// maps that hold more than the flags would nor grows them again. Other
-// --max-* sizes are the operator's new choice: they win, as before.
+// A grown size outlives the agent: Grow pins a record (maps/grown), and
+// while it is there Open takes, per map, the larger of the flag and the
+// serving generation's size (adoptGrownSizes), so a restart neither
+// shrinks maps that hold more than the flags would (the copy could fail,
+// and the agent with it) nor grows them again. Once the flags reach the
+// grown sizes the record goes and the flags own the sizes again; to
+// shrink grown maps, `socklb cleanup` and restart.
 
 // ErrBudget is wrapped by Grow's error when the budget stops the growth.
 var ErrBudget = errors.New("map memory budget")
@@ -55,11 +57,14 @@ func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
 		return cur, fmt.Errorf("%w: growing the maps for %d frontends and %d backends would take about %d MiB of kernel memory, past --map-memory-budget (%d MiB); "+
 			"raise it, or --max-services and --max-backends", ErrBudget, want.Frontends, want.Backends, mapMemory(sizedFor(d.cfg, want), possibleCPUs())>>20, d.cfg.GrowBudget>>20)
 	}
-	if err := d.reload(next); err != nil {
-		return cur, fmt.Errorf("growing the maps to %d services and %d backends: %w", next.MaxServices, next.MaxBackends, err)
-	}
+	// Recorded first: a crash after the switch must not leave grown maps
+	// that the next agent, sized by the flags, would shrink. A record of a
+	// growth that then failed changes nothing (adoptGrownSizes).
 	if err := writeGrown(d.cfg.BPFFSPath, d.flagSizes); err != nil {
-		return d.capacity(), fmt.Errorf("the maps grew, but recording it failed (a restart with the same flags will shrink them back): %w", err)
+		return cur, fmt.Errorf("recording the growth under %s: %w", mapsDir(d.cfg.BPFFSPath), err)
+	}
+	if err := d.reload(next); err != nil {
+		return d.capacity(), fmt.Errorf("growing the maps to %d services and %d backends: %w", next.MaxServices, next.MaxBackends, err)
 	}
 	return d.capacity(), nil
 }
@@ -89,7 +94,8 @@ func grownSize(cur uint32, want int) uint32 {
 		return cur
 	}
 	n := max(uint64(cur)*2, uint64(1)<<bits.Len64(uint64(want-1)))
-	return uint32(min(n, 1<<31))
+	// The slots map holds twice the backends: both must fit 32 bits.
+	return uint32(max(min(n, 1<<30), uint64(cur)))
 }
 
 // grownConfig is the biggest config between c and sizedFor(c, want) that
@@ -104,9 +110,9 @@ func grownConfig(c Config, want servicemap.Capacity) (Config, bool) {
 		// Halve what is furthest past the budget's reach: backends cost
 		// more per entry, so they go first.
 		if next.MaxBackends > c.MaxBackends {
-			next.MaxBackends /= 2
+			next.MaxBackends = max(next.MaxBackends/2, c.MaxBackends)
 		} else {
-			next.MaxServices /= 2
+			next.MaxServices = max(next.MaxServices/2, c.MaxServices)
 		}
 	}
 	return c, false
@@ -177,19 +183,24 @@ func (d *Datapath) reload(next Config) error {
 			return err
 		}
 	}
+	var forwardErr error
 	if next.CgroupPath != "" {
 		if err := attachHooks(next, &objs.SocklbPrograms, d.egressOn); err != nil {
 			// Some links may run the new programs: put every one back
 			// on the maps this agent keeps writing.
-			if back := attachHooks(d.cfg, &d.objs.SocklbPrograms, d.egressOn); back != nil {
-				err = fmt.Errorf("%w; and switching back: %v", err, back)
+			back := attachHooks(d.cfg, &d.objs.SocklbPrograms, d.egressOn)
+			if back == nil {
+				if np != nil {
+					np.Close()
+				}
+				objs.Close()
+				mig.abandon(pinDir)
+				return err
 			}
-			if np != nil {
-				np.Close()
-			}
-			objs.Close()
-			mig.abandon(pinDir)
-			return err
+			// Neither set of links is whole: go forward, onto the new
+			// maps (complete copies), which the agent writes from now
+			// on; RepairPins attaches what is missing.
+			forwardErr = fmt.Errorf("switching the hooks to %s: %w; switching back: %v", pinDir, err, back)
 		}
 	}
 	var term *terminator
@@ -205,9 +216,12 @@ func (d *Datapath) reload(next Config) error {
 	d.objs, d.t, d.pinDir, d.cfg, d.nodeport, d.term, d.termErr = objs, tablesOf(&objs.SocklbMaps), pinDir, next, np, term, termErr
 	d.objsMu.Unlock()
 
-	var errs []error
+	errs := []error{forwardErr}
 	if d.nodeport != nil {
 		if err := d.attachDevices(); err != nil {
+			// The devices keep the old programs on the old maps, which
+			// nothing writes any more: every write retries them.
+			d.devicesStale = true
 			errs = append(errs, fmt.Errorf("switching the devices' programs to the maps under %s: %w", pinDir, err))
 		}
 	}
@@ -262,16 +276,10 @@ func readGrown(bpffs string) ([2]uint32, bool) {
 	return [2]uint32{uint32(v >> 32), uint32(v)}, true
 }
 
-// adoptGrownSizes keeps the sizes of the generation the hooks serve from
-// when an agent with c's --max-* sizes grew them, and the budget allows
-// growing; otherwise the record goes and c's sizes stand.
+// adoptGrownSizes keeps, per map, the serving generation's size where an
+// agent grew it past c's; the record goes once c's sizes reach them.
 func adoptGrownSizes(c Config) Config {
-	from, ok := readGrown(c.BPFFSPath)
-	if !ok {
-		return c
-	}
-	if c.GrowBudget == 0 || from != [2]uint32{c.MaxServices, c.MaxBackends} {
-		_ = os.Remove(filepath.Join(mapsDir(c.BPFFSPath), grownPin))
+	if _, ok := readGrown(c.BPFFSPath); !ok {
 		return c
 	}
 	gens, err := generations(c.BPFFSPath)
@@ -290,7 +298,19 @@ func adoptGrownSizes(c Config) Config {
 		defer m.Close()
 		return m.MaxEntries()
 	}
-	c.MaxServices = max(c.MaxServices, size(socklbbpf.SocklbMapServices))
-	c.MaxBackends = max(c.MaxBackends, size(socklbbpf.SocklbMapBackends))
+	svc, be := size(socklbbpf.SocklbMapServices), size(socklbbpf.SocklbMapBackends)
+	if c.MaxServices >= svc && c.MaxBackends >= be {
+		_ = os.Remove(filepath.Join(mapsDir(c.BPFFSPath), grownPin))
+		return c
+	}
+	c.MaxServices, c.MaxBackends = max(c.MaxServices, svc), max(c.MaxBackends, be)
 	return c
+}
+
+// retryStaleDevices switches the devices to the current programs after a
+// growth could not. Called with d.mu held.
+func (d *Datapath) retryStaleDevices() {
+	if d.devicesStale && d.nodeport != nil && d.attachDevices() == nil {
+		d.devicesStale = false
+	}
 }

@@ -14,9 +14,9 @@ import (
 // TestGrowKeepsServing: growing the maps past their size moves the hooks
 // to bigger maps holding every frontend (same ids), switches the pinned
 // links to the new programs, drops the old generation, and then takes
-// what did not fit before; a restart with the original flags keeps the
-// grown size; a growth past the budget is refused, naming it, and changes
-// nothing.
+// what did not fit before; a growth past the budget is refused, naming
+// it, and changes nothing; a restart keeps the grown sizes until the flags
+// reach them.
 func TestGrowKeepsServing(t *testing.T) {
 	dir := pinDir(t)
 	cg := childCgroup(t)
@@ -76,15 +76,24 @@ func TestGrowKeepsServing(t *testing.T) {
 	}
 	d.Close()
 
-	// Other flags are the operator's choice: they win, and the record goes.
+	// Flags still below the grown sizes (the budget off, too) keep them:
+	// shrinking could fail the copy, and the agent with it.
 	other := cfg
-	other.MaxServices, other.MaxBackends = 7, 14
+	other.MaxServices, other.MaxBackends, other.GrowBudget = 2, 16, 0
 	d = openTest(t, other)
-	if c := d.Capacity(); c.Frontends != 7 || c.Backends != 14 || len(d.Programmed()) != 6 {
-		t.Errorf("restarted with other flags: %+v with %d frontends, want 7/14 with 6", c, len(d.Programmed()))
+	if c := d.Capacity(); c.Frontends != 8 || c.Backends != 16 || len(d.Programmed()) != 6 {
+		t.Errorf("restarted with smaller flags: %+v with %d frontends, want the grown 8/16 with 6", c, len(d.Programmed()))
+	}
+	d.Close()
+
+	// Flags that reach the grown sizes own them again: the record goes.
+	other.MaxServices, other.MaxBackends = 16, 32
+	d = openTest(t, other)
+	if c := d.Capacity(); c.Frontends != 16 || c.Backends != 32 || len(d.Programmed()) != 6 {
+		t.Errorf("restarted with larger flags: %+v with %d frontends, want 16/32 with 6", c, len(d.Programmed()))
 	}
 	if _, ok := readGrown(dir); ok {
-		t.Error("the growth record outlived a restart with other flags")
+		t.Error("the growth record outlived flags that reach the grown sizes")
 	}
 }
 
@@ -104,5 +113,11 @@ func TestGrowthBudgetEstimate(t *testing.T) {
 	if got, ok := grownConfig(Config{MaxServices: 8, MaxBackends: 8, GrowBudget: mapMemory(Config{MaxServices: 16, MaxBackends: 8}, possibleCPUs())},
 		servicemap.Capacity{Frontends: 20, Backends: 20}); !ok || got.MaxServices != 16 || got.MaxBackends != 8 {
 		t.Errorf("grown within a budget for 16/8: %d/%d (ok %v), want 16/8: as much as fits", got.MaxServices, got.MaxBackends, ok)
+	}
+	// A size that is no power of two is never halved below itself.
+	base := Config{MaxServices: 8, MaxBackends: 100000}
+	base.GrowBudget = mapMemory(Config{MaxServices: 16, MaxBackends: 100000}, possibleCPUs())
+	if got, ok := grownConfig(base, servicemap.Capacity{Frontends: 12, Backends: 150000}); !ok || got.MaxServices != 16 || got.MaxBackends != 100000 {
+		t.Errorf("grown from 8/100000 within a budget for 16/100000: %d/%d (ok %v), want 16/100000", got.MaxServices, got.MaxBackends, ok)
 	}
 }
