@@ -28,6 +28,8 @@ type sizedApplier struct {
 	mu    sync.Mutex
 	room  servicemap.Capacity
 	state servicemap.State
+	// failRemove makes removals of a Service's frontends fail once each.
+	failRemove map[string]bool
 }
 
 func (s *sizedApplier) Capacity() servicemap.Capacity { return s.room }
@@ -48,7 +50,11 @@ func (s *sizedApplier) ApplyDelta(d servicemap.Delta) datapath.ApplyResult {
 	defer s.mu.Unlock()
 	res := datapath.ApplyResult{Failed: map[servicemap.FrontendKey]error{}}
 	for _, k := range d.Remove {
-		if _, ok := s.state[k]; ok {
+		if fe, ok := s.state[k]; ok {
+			if s.failRemove[fe.Service.Name] {
+				res.Failed[k] = fmt.Errorf("removing %s: injected", k)
+				continue
+			}
 			delete(s.state, k)
 			res.Removed++
 		}
@@ -211,5 +217,69 @@ func TestOneTenantCannotFillTheNode(t *testing.T) {
 	refusedMetric("big deleted", "tenant/newer", 0)
 	if l := logs.lines(t, "Service programmed again: the maps have room for it"); len(l) != 2 {
 		t.Fatalf("%d lines of Services served again, want 2 (big, then newer)", len(l))
+	}
+}
+
+// TestRefusedAfterAFailedRemovalIsRemoved: a Service refused once the room
+// is gone (a protected Service grew) whose removal fails is removed by the
+// retry, not left programmed because it is refused.
+func TestRefusedAfterAFailedRemovalIsRemoved(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	svc := func(nsName, ip string, age, ports int) *corev1.Service {
+		var ps []corev1.ServicePort
+		for i := range ports {
+			ps = append(ps, testkit.ServicePort(fmt.Sprintf("p%d", i), corev1.ProtocolTCP, int32(1000+i)))
+		}
+		s := testkit.Service(nsName, ip, ps...)
+		s.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(age) * time.Hour))
+		return s
+	}
+	nn := func(s string) types.NamespacedName { ns, n, _ := strings.Cut(s, "/"); return types.NamespacedName{Namespace: ns, Name: n} }
+	src := newFakeTracked(model.Input{NodeName: "node-a"})
+	src.byName[nn("default/kubernetes")] = servicemap.ServiceObjects{Service: svc("default/kubernetes", "10.96.0.1", 1, 1)}
+	src.byName[nn("t/tenant")] = servicemap.ServiceObjects{Service: svc("t/tenant", "10.96.0.20", 0, 40)}
+	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 64, Ranges: 64}, failRemove: map[string]bool{"tenant": true}}
+	synced := make(chan bool, 100)
+	a, err := New(Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(&lockedBuffer{}, nil)),
+		HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses,
+		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, ResyncPeriod: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.afterSync = func(ok bool) { synced <- ok }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, src) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wait := func() bool {
+		t.Helper()
+		select {
+		case ok := <-synced:
+			return ok
+		case <-time.After(5 * time.Second):
+			t.Fatal("no sync within 5s")
+			return false
+		}
+	}
+	if !wait() || dp.services()["t/tenant"] != 40 {
+		t.Fatalf("first sync: %v, want the tenant's 40 frontends programmed", dp.services())
+	}
+	// The API server's Service grows to 30 ports: 71 frontends against
+	// room for 62, so the tenant's Service must go, and its removal fails.
+	src.put(nn("default/kubernetes"), servicemap.ServiceObjects{Service: svc("default/kubernetes", "10.96.0.1", 1, 30)})
+	if wait() {
+		t.Fatal("a sync whose removals failed reported success")
+	}
+	dp.mu.Lock()
+	dp.failRemove = nil
+	dp.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); dp.services()["t/tenant"] != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused Service is still programmed after the retries: %v", dp.services())
+		}
+		wait()
+	}
+	if got := dp.services(); got["default/kubernetes"] != 30 {
+		t.Errorf("programmed %v, want the API server's 30 frontends", got)
 	}
 }
