@@ -234,7 +234,10 @@ func TestRefusedAfterAFailedRemovalIsRemoved(t *testing.T) {
 		s.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(age) * time.Hour))
 		return s
 	}
-	nn := func(s string) types.NamespacedName { ns, n, _ := strings.Cut(s, "/"); return types.NamespacedName{Namespace: ns, Name: n} }
+	nn := func(s string) types.NamespacedName {
+		ns, n, _ := strings.Cut(s, "/")
+		return types.NamespacedName{Namespace: ns, Name: n}
+	}
 	src := newFakeTracked(model.Input{NodeName: "node-a"})
 	src.byName[nn("default/kubernetes")] = servicemap.ServiceObjects{Service: svc("default/kubernetes", "10.96.0.1", 1, 1)}
 	src.byName[nn("t/tenant")] = servicemap.ServiceObjects{Service: svc("t/tenant", "10.96.0.20", 0, 40)}
