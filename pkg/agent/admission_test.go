@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -89,6 +88,23 @@ func (s *sizedApplier) services() map[string]int {
 	return out
 }
 
+// svc is a Service of ports TCP ports (1000 up) created age hours after
+// the first one.
+func svc(nsName, ip string, age, ports int) *corev1.Service {
+	var ps []corev1.ServicePort
+	for i := range ports {
+		ps = append(ps, testkit.ServicePort(fmt.Sprintf("p%d", i), corev1.ProtocolTCP, int32(1000+i)))
+	}
+	s := testkit.Service(nsName, ip, ps...)
+	s.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, age, 0, 0, 0, time.UTC))
+	return s
+}
+
+func nn(s string) types.NamespacedName {
+	ns, n, _ := strings.Cut(s, "/")
+	return types.NamespacedName{Namespace: ns, Name: n}
+}
+
 // TestOneTenantCannotFillTheNode: a tenant's Service with more ports than
 // the maps have room for is refused whole (the newest first, never the API
 // server's), the node's syncs succeed and /healthz stays 200, the other
@@ -96,16 +112,6 @@ func (s *sizedApplier) services() map[string]int {
 // and recorded as an Event. Shrunk, it is served; a newer Service that
 // does not fit is refused in its place, and served once room frees up.
 func TestOneTenantCannotFillTheNode(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	svc := func(nsName, ip string, age, ports int) *corev1.Service {
-		var ps []corev1.ServicePort
-		for i := range ports {
-			ps = append(ps, testkit.ServicePort(fmt.Sprintf("p%d", i), corev1.ProtocolTCP, int32(1000+i)))
-		}
-		s := testkit.Service(nsName, ip, ps...)
-		s.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(age) * time.Hour))
-		return s
-	}
 	slice := func(s *corev1.Service, ips ...string) []*discoveryv1.EndpointSlice {
 		var ports []discoveryv1.EndpointPort
 		for _, p := range s.Spec.Ports {
@@ -116,10 +122,6 @@ func TestOneTenantCannotFillTheNode(t *testing.T) {
 			eps = append(eps, testkit.Endpoint(ip, testkit.Ptr(true), nil, nil))
 		}
 		return []*discoveryv1.EndpointSlice{testkit.EndpointSlice(s.Namespace+"/"+s.Name+"-x", s.Name, discoveryv1.AddressTypeIPv4, ports, eps...)}
-	}
-	nn := func(s string) types.NamespacedName {
-		ns, n, _ := strings.Cut(s, "/")
-		return types.NamespacedName{Namespace: ns, Name: n}
 	}
 
 	web := svc("shop/web", "10.96.0.10", 0, 1)
@@ -135,27 +137,12 @@ func TestOneTenantCannotFillTheNode(t *testing.T) {
 	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 128, Ranges: 64}}
 	rec := &fakeRecorder{}
 	logs := &lockedBuffer{}
-	synced := make(chan bool, 100)
-	a, err := New(Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(logs, nil)), Events: rec,
-		HealthTimeout: 100 * time.Millisecond, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses,
-		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, ResyncPeriod: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.afterSync = func(ok bool) { synced <- ok }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, src) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a, wait := runTracked(t, src, Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(logs, nil)), Events: rec,
+		HealthTimeout: 100 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	sync := func(step string) {
 		t.Helper()
-		select {
-		case ok := <-synced:
-			if !ok {
-				t.Fatalf("%s: the sync failed; a refusal must not fail it", step)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: no sync within 5s", step)
+		if !wait() {
+			t.Fatalf("%s: the sync failed; a refusal must not fail it", step)
 		}
 	}
 	served := func(step string, want map[string]int) {
@@ -224,46 +211,12 @@ func TestOneTenantCannotFillTheNode(t *testing.T) {
 // is gone (a protected Service grew) whose removal fails is removed by the
 // retry, not left programmed because it is refused.
 func TestRefusedAfterAFailedRemovalIsRemoved(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	svc := func(nsName, ip string, age, ports int) *corev1.Service {
-		var ps []corev1.ServicePort
-		for i := range ports {
-			ps = append(ps, testkit.ServicePort(fmt.Sprintf("p%d", i), corev1.ProtocolTCP, int32(1000+i)))
-		}
-		s := testkit.Service(nsName, ip, ps...)
-		s.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(age) * time.Hour))
-		return s
-	}
-	nn := func(s string) types.NamespacedName {
-		ns, n, _ := strings.Cut(s, "/")
-		return types.NamespacedName{Namespace: ns, Name: n}
-	}
 	src := newFakeTracked(model.Input{NodeName: "node-a"})
 	src.byName[nn("default/kubernetes")] = servicemap.ServiceObjects{Service: svc("default/kubernetes", "10.96.0.1", 1, 1)}
 	src.byName[nn("t/tenant")] = servicemap.ServiceObjects{Service: svc("t/tenant", "10.96.0.20", 0, 40)}
 	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 64, Ranges: 64}, failRemove: map[string]bool{"tenant": true}}
-	synced := make(chan bool, 100)
-	a, err := New(Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(&lockedBuffer{}, nil)),
-		HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses,
-		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond, ResyncPeriod: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.afterSync = func(ok bool) { synced <- ok }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, src) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wait := func() bool {
-		t.Helper()
-		select {
-		case ok := <-synced:
-			return ok
-		case <-time.After(5 * time.Second):
-			t.Fatal("no sync within 5s")
-			return false
-		}
-	}
+	_, wait := runTracked(t, src, Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(&lockedBuffer{}, nil)),
+		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	if !wait() || dp.services()["t/tenant"] != 40 {
 		t.Fatalf("first sync: %v, want the tenant's 40 frontends programmed", dp.services())
 	}

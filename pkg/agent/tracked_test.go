@@ -150,6 +150,41 @@ func (f *fakeTracked) Nodes() []*corev1.Node {
 	return slices.Clone(f.nodes)
 }
 
+// runTracked runs an agent on src until the test ends: cfg's Datapath and
+// Log, with a minute's health timeout, no health check server and an
+// hourly resync unless cfg says otherwise. wait returns whether the next
+// sync programmed everything.
+func runTracked(t *testing.T, src *fakeTracked, cfg Config) (a *Agent, wait func() bool) {
+	t.Helper()
+	if cfg.HealthTimeout == 0 {
+		cfg.HealthTimeout = time.Minute
+	}
+	if cfg.ResyncPeriod == 0 {
+		cfg.ResyncPeriod = time.Hour
+	}
+	cfg.HealthChecks, cfg.LocalAddresses = nopHealthChecks{}, noAddresses
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan bool, 100)
+	a.afterSync = func(ok bool) { synced <- ok }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, src) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a, func() bool {
+		t.Helper()
+		select {
+		case ok := <-synced:
+			return ok
+		case <-time.After(5 * time.Second):
+			t.Fatal("no sync within 5s")
+			return false
+		}
+	}
+}
+
 // deltaApplier keeps a State from Apply and ApplyDelta calls, and counts
 // each kind.
 type deltaApplier struct {
@@ -207,28 +242,7 @@ func TestSyncWritesOnlyTheChange(t *testing.T) {
 	in := bigSnapshot(50)
 	src := newFakeTracked(in)
 	dp := &deltaApplier{fail: map[string]bool{}}
-	synced := make(chan bool, 100)
-	a, err := New(Config{Datapath: dp, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		HealthTimeout: time.Minute, HealthChecks: nopHealthChecks{}, LocalAddresses: noAddresses,
-		RetryMin: time.Hour, ResyncPeriod: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.afterSync = func(ok bool) { synced <- ok }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, src) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wait := func() bool {
-		t.Helper()
-		select {
-		case ok := <-synced:
-			return ok
-		case <-time.After(5 * time.Second):
-			t.Fatal("no sync within 5s")
-			return false
-		}
-	}
+	_, wait := runTracked(t, src, Config{Datapath: dp, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RetryMin: time.Hour})
 	check := func(step string) {
 		t.Helper()
 		st, _, _, _ := dp.snapshot()
