@@ -25,6 +25,7 @@ type Sized interface {
 // for room for want, it grows as far as its budget allows and returns the
 // capacity it has afterwards.
 type Grower interface {
+	Sized
 	Grow(want servicemap.Capacity) (servicemap.Capacity, error)
 }
 

@@ -19,10 +19,6 @@ type Datapath struct {
 	lock *pinLock // held for the Datapath's life: one writer per pin directory
 	// pinDir is the generation directory of this binary's map layout.
 	pinDir string
-	// flagSizes are the MaxServices and MaxBackends Open was given, before
-	// it adopted grown ones: what a growth record names.
-	flagSizes [2]uint32
-
 	// objsMu orders the readers that do not take mu (scrapes, the flow
 	// sweep) with Grow's swap of the kernel objects below, which happens
 	// with mu held too.
@@ -89,7 +85,6 @@ func Open(cfg Config) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	flagSizes := [2]uint32{cfg.MaxServices, cfg.MaxBackends}
 	cfg = adoptGrownSizes(cfg)
 	memlockErr := raiseMemlock()
 	retvalErr, err := probeSetRetval(cfg)
@@ -104,7 +99,6 @@ func Open(cfg Config) (*Datapath, error) {
 	}
 	d := &Datapath{
 		cfg:        cfg,
-		flagSizes:  flagSizes,
 		objs:       objs,
 		lock:       lock,
 		pinDir:     pinDir,

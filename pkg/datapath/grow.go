@@ -47,7 +47,7 @@ func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
 	defer d.mu.Unlock()
 	cur := d.capacity()
 	if d.cfg.GrowBudget == 0 {
-		return cur, fmt.Errorf("the maps do not grow: --map-memory-budget is 0")
+		return cur, fmt.Errorf("%w: the maps do not grow, --map-memory-budget is 0", ErrBudget)
 	}
 	if d.pending != nil {
 		return cur, fmt.Errorf("a migration to %s waits for its maps to be filled; the maps grow once it is done", d.pinDir)
@@ -60,21 +60,13 @@ func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
 	// Recorded first: a crash after the switch must not leave grown maps
 	// that the next agent, sized by the flags, would shrink. A record of a
 	// growth that then failed changes nothing (adoptGrownSizes).
-	if err := writeGrown(d.cfg.BPFFSPath, d.flagSizes); err != nil {
+	if err := writeGrown(d.cfg.BPFFSPath, next); err != nil {
 		return cur, fmt.Errorf("recording the growth under %s: %w", mapsDir(d.cfg.BPFFSPath), err)
 	}
 	if err := d.reload(next); err != nil {
 		return d.capacity(), fmt.Errorf("growing the maps to %d services and %d backends: %w", next.MaxServices, next.MaxBackends, err)
 	}
 	return d.capacity(), nil
-}
-
-// GrowBudgetUse is the estimated kernel memory of the growable maps at
-// their current capacity, and the budget (0: growth off).
-func (d *Datapath) GrowBudgetUse() (used, budget uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return mapMemory(d.cfg, possibleCPUs()), d.cfg.GrowBudget
 }
 
 func (d *Datapath) capacity() servicemap.Capacity {
@@ -242,19 +234,20 @@ func (d *Datapath) reload(next Config) error {
 	return errors.Join(errs...)
 }
 
-// grownPin records, under maps/, the --max-services and --max-backends
-// an agent grew its maps from: a one-entry array, as bpffs holds nothing
-// but BPF objects.
+// grownPin records, under maps/, that an agent grew its maps, and the
+// --max-services and --max-backends sizes it grew them to (for readers:
+// bpftool map dump pinned): a one-entry array, as bpffs holds nothing but
+// BPF objects.
 const grownPin = "grown"
 
-func writeGrown(bpffs string, from [2]uint32) error {
+func writeGrown(bpffs string, to Config) error {
 	path := filepath.Join(mapsDir(bpffs), grownPin)
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "socklb_grown", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if err := m.Put(uint32(0), uint64(from[0])<<32|uint64(from[1])); err != nil {
+	if err := m.Put(uint32(0), uint64(to.MaxServices)<<32|uint64(to.MaxBackends)); err != nil {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -263,23 +256,15 @@ func writeGrown(bpffs string, from [2]uint32) error {
 	return m.Pin(path)
 }
 
-func readGrown(bpffs string) ([2]uint32, bool) {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(mapsDir(bpffs), grownPin), &ebpf.LoadPinOptions{ReadOnly: true})
-	if err != nil {
-		return [2]uint32{}, false
-	}
-	defer m.Close()
-	var v uint64
-	if err := m.Lookup(uint32(0), &v); err != nil {
-		return [2]uint32{}, false
-	}
-	return [2]uint32{uint32(v >> 32), uint32(v)}, true
+func grownRecorded(bpffs string) bool {
+	_, err := os.Stat(filepath.Join(mapsDir(bpffs), grownPin))
+	return err == nil
 }
 
 // adoptGrownSizes keeps, per map, the serving generation's size where an
 // agent grew it past c's; the record goes once c's sizes reach them.
 func adoptGrownSizes(c Config) Config {
-	if _, ok := readGrown(c.BPFFSPath); !ok {
+	if !grownRecorded(c.BPFFSPath) {
 		return c
 	}
 	gens, err := generations(c.BPFFSPath)

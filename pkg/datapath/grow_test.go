@@ -92,7 +92,7 @@ func TestGrowKeepsServing(t *testing.T) {
 	if c := d.Capacity(); c.Frontends != 16 || c.Backends != 32 || len(d.Programmed()) != 6 {
 		t.Errorf("restarted with larger flags: %+v with %d frontends, want 16/32 with 6", c, len(d.Programmed()))
 	}
-	if _, ok := readGrown(dir); ok {
+	if grownRecorded(dir) {
 		t.Error("the growth record outlived flags that reach the grown sizes")
 	}
 }
