@@ -196,7 +196,7 @@ conformance-tools:
 # the chart (helm install; TestHelmUpgradeUnderLoad; helm uninstall and the
 # checks that nothing is left), NODE_PROXY=socklb deploy/ with kustomize.
 NODE_PROXY ?= socklb-helm
-NODE_TESTS ?= TestPodToClusterIP|TestInspectInAgentPod|TestConnectedUDPMovedOffDeletedBackend|TestAgentPodRecreatedUnderLoad|TestKubectlPlugin|TestHelmUpgradeUnderLoad|TestRemoteOnlyEndpoint|TestInternalTrafficPolicyLocal|TestExternalTrafficPolicyLocal
+NODE_TESTS ?= TestAgentRunsUnprivileged|TestHelmTest|TestPodToClusterIP|TestInspectInAgentPod|TestConnectedUDPMovedOffDeletedBackend|TestAgentPodRecreatedUnderLoad|TestKubectlPlugin|TestHelmUpgradeUnderLoad|TestRemoteOnlyEndpoint|TestInternalTrafficPolicyLocal|TestExternalTrafficPolicyLocal
 node-tests: conformance-tools helm-tool
 	$(GO) test -tags node -count=1 -v -timeout 1h ./tests/node/ -run '$(NODE_TESTS)' -args -proxy=$(NODE_PROXY) -nodes=$(NODES)
 

@@ -125,7 +125,7 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 	if err := dp.Features()[datapath.FeatureSetRetval]; err != nil {
 		log.Warn("a Service with no usable endpoint refuses connections with EPERM, not ECONNREFUSED or EHOSTUNREACH; Services work", "err", err)
 	}
-	if loaded, err := host.SetConntrackTimeouts(f.ctEstablished, f.ctCloseWait); err != nil {
+	if loaded, err := host.SetConntrackTimeouts(f.procSysNet, f.ctEstablished, f.ctCloseWait); err != nil {
 		log.Warn("setting the node's conntrack timeouts as kube-proxy does", "err", err)
 	} else if !loaded && (f.ctEstablished > 0 || f.ctCloseWait > 0) {
 		log.Info("conntrack is not loaded: no conntrack timeout to set")

@@ -56,6 +56,7 @@ type agentFlags struct {
 	maxFlows                            uint
 	natPortMin, natPortMax              uint16
 	ctEstablished, ctCloseWait          time.Duration
+	procSysNet                          string
 	logging                             *logsapi.LoggingConfiguration
 }
 
@@ -96,6 +97,7 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.StringVar(&c.NATPortRange, "nat-port-range", c.NATPortRange, "source ports of flows SNATed toward a backend on another node (first-last); keep it outside net.ipv4.ip_local_port_range")
 	fs.DurationVar(&c.ConntrackTCPEstablished.Duration, "conntrack-tcp-timeout-established", c.ConntrackTCPEstablished.Duration, "set the node's nf_conntrack_tcp_timeout_established at start, as kube-proxy does (its default: 24h); 0 leaves it alone")
 	fs.DurationVar(&c.ConntrackTCPCloseWait.Duration, "conntrack-tcp-timeout-close-wait", c.ConntrackTCPCloseWait.Duration, "set the node's nf_conntrack_tcp_timeout_close_wait at start, as kube-proxy does (its default: 1h); 0 leaves it alone")
+	fs.StringVar(&c.ProcSysNet, "proc-sys-net", c.ProcSysNet, "the node's /proc/sys/net, where the conntrack timeouts are set: a container that is not privileged has /proc/sys read-only, so the DaemonSet mounts the node's at /host/proc/sys/net, as Cilium does")
 	fs.DurationVar(&c.LockTimeout.Duration, "lock-timeout", c.LockTimeout.Duration, "how long to wait for another agent to release --bpffs-path (one agent per pin directory: a rolling update's new pod waits for the old one)")
 	fs.DurationVar(&c.PinCheckInterval.Duration, "pin-check-interval", c.PinCheckInterval.Duration, "how often to check that the pinned maps and links are still there, re-creating any removed under the agent")
 
@@ -178,7 +180,7 @@ func (o *agentOptions) complete() (agentFlags, error) {
 		hostNSOnly: c.SocketLBHostNSOnly, profiling: c.Profiling, profilingAllowRemote: c.ProfilingAllowRemote,
 		perServiceMetrics: c.PerServiceMetrics, terminateSockets: c.TerminateSockets,
 		packetLB: c.PacketLB, devices: c.Devices, maxFlows: c.MaxFlows,
-		ctEstablished: c.ConntrackTCPEstablished.Duration, ctCloseWait: c.ConntrackTCPCloseWait.Duration,
+		ctEstablished: c.ConntrackTCPEstablished.Duration, ctCloseWait: c.ConntrackTCPCloseWait.Duration, procSysNet: c.ProcSysNet,
 		logging: &c.Logging,
 	}
 	var err error
@@ -207,6 +209,9 @@ func (o *agentOptions) complete() (agentFlags, error) {
 	}
 	if !filepath.IsAbs(f.bpffsPath) {
 		return f, fmt.Errorf("--bpffs-path=%q: want an absolute directory on a bpf filesystem, such as %s", f.bpffsPath, defaultBPFFS)
+	}
+	if !filepath.IsAbs(f.procSysNet) {
+		return f, fmt.Errorf("--proc-sys-net=%q: want the absolute path of the node's /proc/sys/net (/proc/sys/net, or where the DaemonSet mounts it)", f.procSysNet)
 	}
 	if f.cgroupPath != "" && !filepath.IsAbs(f.cgroupPath) {
 		return f, fmt.Errorf("--cgroup-path=%q: want an absolute cgroup v2 directory, or none for the cgroup2 mount", f.cgroupPath)

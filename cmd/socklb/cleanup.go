@@ -1,29 +1,40 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/socklb/socklb/pkg/datapath"
 )
 
 func newCleanupCommand() *cobra.Command {
-	var bpffs string
+	var bpffs, unmount string
 	var force bool
+	var ns hostNamespaces
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "detach the hooks and remove every pin",
 		Long:  "socklb cleanup unpins socklb's links and maps, which detaches its hooks: Services are no longer translated on this node.",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			res, err := datapath.Cleanup(bpffs, force)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			defer func() {
+				if err == nil && unmount != "" {
+					err = unmountCgroup(out, &ns, unmount)
+				}
+			}()
 			if len(res.PutBack) > 0 {
 				fmt.Fprintf(out, "removed socklb's links and maps under %s, but the running agent (%s) pinned its own again in %s while cleanup ran: "+
 					"its hooks are attached again. Stop the agent to remove them for good.\n", bpffs, res.Holder, strings.Join(res.PutBack, ", "))
@@ -39,6 +50,37 @@ func newCleanupCommand() *cobra.Command {
 	singleFlagSet(cmd, func(fs *pflag.FlagSet) {
 		fs.StringVar(&bpffs, "bpffs-path", defaultBPFFS, "directory holding socklb's pins")
 		fs.BoolVar(&force, "force", false, "remove the pins even while an agent holds them (its hooks are detached under it)")
+		fs.StringVar(&unmount, "unmount-cgroup", "", "also unmount the cgroup2 mount that socklb mount-cgroup made at this directory, and remove the directory (the chart's cleanup mode)")
+		mountHelp, _ := ns.flagHelp()
+		fs.StringVar(&ns.mount, "mount-ns", "", mountHelp+"; for --unmount-cgroup")
 	})
 	return cmd
+}
+
+// unmountCgroup undoes `socklb mount-cgroup` in the node's mount namespace:
+// the cgroup2 mount at dir, then dir and its parent if they are empty.
+// bpffs stays: the node's other BPF users share it, as systemd mounts it.
+func unmountCgroup(out io.Writer, ns *hostNamespaces, dir string) error {
+	if err := ns.enter(); err != nil {
+		return err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(out, "nothing at %s to unmount\n", dir)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		if err := unix.Unmount(dir, 0); err != nil {
+			return fmt.Errorf("unmounting the cgroup2 at %s: %w", dir, err)
+		}
+		fmt.Fprintf(out, "unmounted the cgroup2 at %s\n", dir)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Remove(d); err != nil {
+			break // not empty, or someone else's: leave it
+		}
+	}
+	return nil
 }

@@ -53,8 +53,10 @@ type SocklbConfiguration struct {
 	// Conntrack timeouts kube-proxy sets on the node; 0 leaves them.
 	ConntrackTCPEstablished metav1.Duration `json:"conntrackTCPTimeoutEstablished"`
 	ConntrackTCPCloseWait   metav1.Duration `json:"conntrackTCPTimeoutCloseWait"`
-	LockTimeout             metav1.Duration `json:"lockTimeout"`
-	PinCheckInterval        metav1.Duration `json:"pinCheckInterval"`
+	// ProcSysNet is where the node's net sysctls are read and written.
+	ProcSysNet       string          `json:"procSysNet"`
+	LockTimeout      metav1.Duration `json:"lockTimeout"`
+	PinCheckInterval metav1.Duration `json:"pinCheckInterval"`
 
 	// Health and metrics.
 	HealthzBindAddress string          `json:"healthzBindAddress"`
@@ -82,6 +84,7 @@ func defaultConfig() *SocklbConfiguration {
 		MaxAffinity:        datapath.DefaultMaxAffinity,
 		MapMemoryBudget:    datapath.DefaultGrowBudget,
 		MaxFlows:           datapath.DefaultMaxFlows,
+		ProcSysNet:         "/proc/sys/net",
 		NATPortRange:       fmt.Sprintf("%d-%d", datapath.DefaultNATPortMin, datapath.DefaultNATPortMax),
 		TerminateSockets:   string(datapath.TerminateUDP),
 		LockTimeout:        metav1.Duration{Duration: datapath.DefaultLockTimeout},

@@ -44,7 +44,7 @@ Run "socklb <command> -h" for a command's flags, and
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see %q)", err, c.CommandPath()+" -h")
 	})
-	root.AddCommand(newAgentCommand(), newInspectCommand(), newStatusCommand(), newCleanupCommand(), newMountCgroupCommand(), newVersionCommand())
+	root.AddCommand(newAgentCommand(), newInspectCommand(), newStatusCommand(), newCleanupCommand(), newMountCgroupCommand(), newCheckConnectCommand(), newPauseCommand(), newVersionCommand())
 	return root
 }
 

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// conntrackDir holds this network namespace's conntrack sysctls.
-const conntrackDir = "/proc/sys/net/netfilter"
+// ProcSysNet is where a process that is not in a container finds this
+// network namespace's sysctls.
+const ProcSysNet = "/proc/sys/net"
 
 // SetConntrackTimeouts sets the node's TCP conntrack timeouts for
 // established and CLOSE_WAIT connections, as kube-proxy does at start
@@ -21,7 +22,11 @@ const conntrackDir = "/proc/sys/net/netfilter"
 // CLOSE_WAIT entry kept an hour, not the kernel's minute). Zero leaves a
 // value alone; a value already set is not written again. It reports
 // whether conntrack is loaded at all: without it there is nothing to set.
-func SetConntrackTimeouts(established, closeWait time.Duration) (loaded bool, err error) {
+// procSysNet is ProcSysNet or, in a container whose /proc/sys is read-only,
+// the node's mounted elsewhere; its files act on the network namespace of
+// the process that opens them, the node's for a hostNetwork agent.
+func SetConntrackTimeouts(procSysNet string, established, closeWait time.Duration) (loaded bool, err error) {
+	conntrackDir := filepath.Join(procSysNet, "netfilter")
 	if _, err := os.Stat(conntrackDir); errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}

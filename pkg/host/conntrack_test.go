@@ -19,6 +19,7 @@ import (
 // namespace the call was not made in keeps its own.
 func TestSetConntrackTimeouts(t *testing.T) {
 	testkit.RequireRoot(t, "creates a network namespace and writes its sysctls")
+	conntrackDir := filepath.Join(ProcSysNet, "netfilter")
 	if _, err := os.Stat(conntrackDir); err != nil {
 		t.Skipf("nf_conntrack is not loaded on this machine (%v): nothing to set", err)
 	}
@@ -44,7 +45,7 @@ func TestSetConntrackTimeouts(t *testing.T) {
 			return
 		}
 		before := read("nf_conntrack_tcp_timeout_established")
-		loaded, err := SetConntrackTimeouts(0, time.Hour)
+		loaded, err := SetConntrackTimeouts(ProcSysNet, 0, time.Hour)
 		if err != nil || !loaded {
 			t.Errorf("SetConntrackTimeouts: loaded %v, %v", loaded, err)
 		}
@@ -54,7 +55,7 @@ func TestSetConntrackTimeouts(t *testing.T) {
 		if got := read("nf_conntrack_tcp_timeout_established"); got != before {
 			t.Errorf("established %s changed with 0 given, was %s", got, before)
 		}
-		if _, err := SetConntrackTimeouts(24*time.Hour, 0); err != nil {
+		if _, err := SetConntrackTimeouts(ProcSysNet, 24*time.Hour, 0); err != nil {
 			t.Error(err)
 		}
 		if got := read("nf_conntrack_tcp_timeout_established"); got != "86400" {

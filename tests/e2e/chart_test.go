@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // The chart's checks that need helm but no cluster: they run wherever
@@ -45,15 +47,42 @@ func TestHelmValues(t *testing.T) {
 		if u := r.ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxUnavailable.String() != "25%" {
 			t.Errorf("updateStrategy %+v", r.ds.Spec.UpdateStrategy)
 		}
-		for _, sc := range []any{r.ds.Spec.Template.Spec.Containers[0].SecurityContext, r.ds.Spec.Template.Spec.InitContainers[0].SecurityContext} {
-			if b, _ := json.Marshal(sc); string(b) != `{"privileged":true,"seLinuxOptions":{"type":"spc_t"}}` {
-				t.Errorf("securityContext %s", b)
+		// A field added keeps the defaults beside it (Helm merges maps).
+		for _, sc := range []*corev1.SecurityContext{r.ds.Spec.Template.Spec.Containers[0].SecurityContext, r.ds.Spec.Template.Spec.InitContainers[0].SecurityContext} {
+			if b, _ := json.Marshal(sc); sc == nil || sc.SELinuxOptions == nil || sc.SELinuxOptions.Type != "spc_t" ||
+				sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil || len(sc.Capabilities.Add) == 0 {
+				t.Errorf("securityContext %s: want the defaults and seLinuxOptions", b)
 			}
 		}
 		// OnDelete takes no rollingUpdate: the default one is dropped.
 		r = decodeRendered(t, "chart", helmTemplate(t, "--set", "updateStrategy.type=OnDelete"))
 		if u := r.ds.Spec.UpdateStrategy; u.Type != "OnDelete" || u.RollingUpdate != nil {
 			t.Errorf("OnDelete: updateStrategy %+v", u)
+		}
+	})
+
+	// cleanup=true: on each node an init container unpins socklb's objects
+	// and unmounts the init container's cgroup2, from the node's mount
+	// namespace, then the pod waits; no agent, and nothing else of the
+	// node is mounted. tests/node's helm uninstall runs it on real nodes.
+	t.Run("cleanup", func(t *testing.T) {
+		out := helmTemplate(t, "--set", "cleanup=true")
+		spec := decodeRendered(t, "chart", out).ds.Spec.Template.Spec
+		if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "/socklb cleanup --bpffs-path=/sys/fs/bpf/socklb --unmount-cgroup=/run/socklb/cgroupv2" ||
+			!reflect.DeepEqual(spec.InitContainers[0].SecurityContext, ds.Spec.Template.Spec.InitContainers[0].SecurityContext) {
+			t.Errorf("init containers %+v: want one running socklb cleanup with mount-cgroup's securityContext", spec.InitContainers)
+		}
+		if len(spec.Containers) != 1 || strings.Join(spec.Containers[0].Command, " ") != "/socklb pause" || len(spec.Containers[0].SecurityContext.Capabilities.Add) != 0 {
+			t.Errorf("containers %+v: want one `socklb pause` with no capability", spec.Containers)
+		}
+		if len(spec.Volumes) != 1 || spec.Volumes[0].HostPath == nil || spec.Volumes[0].HostPath.Path != "/sys/fs/bpf" {
+			t.Errorf("volumes %+v: want the node's /sys/fs/bpf only", spec.Volumes)
+		}
+		if strings.Contains(out, "helm.sh/hook: test") {
+			t.Error("cleanup mode renders the helm test pod, which would fail on a cleaned node")
+		}
+		if !strings.Contains(helmTemplate(t), "helm.sh/hook: test") {
+			t.Error("no helm test pod by default")
 		}
 	})
 
@@ -73,10 +102,9 @@ func TestHelmValues(t *testing.T) {
 			{"updateStrategy.type=Recreate", "at '/updateStrategy/type': value must be one of 'RollingUpdate', 'OnDelete'"},
 			{"securityContext.privileged=yes", "at '/securityContext/privileged': got string, want boolean"},
 			{"extraArgs={terminate-sockets=udp}", "at '/extraArgs/0': 'terminate-sockets=udp' does not match pattern"},
+			{"cleanup=yes", "at '/cleanup': got string, want boolean"},
 			{"tolerations[0].operator=Exist", "at '/tolerations/0/operator': value must be one of 'Exists', 'Equal'"},
 			// the templates' fail: rules with a reason
-			{"securityContext.privileged=false", "keep securityContext.privileged=true"},
-			{"mountCgroup.securityContext.privileged=false", "Bidirectional propagation"},
 			{"updateStrategy.rollingUpdate.maxSurge=1", "leave maxSurge unset (0) and set maxUnavailable"},
 			{"metrics.service.enabled=true", "set metrics.bindAddress=0.0.0.0"},
 			{"metrics.serviceMonitor.enabled=true", "needs metrics.service.enabled"},

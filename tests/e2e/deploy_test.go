@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,8 +209,27 @@ func TestDeployManifests(t *testing.T) {
 			hostPaths[v.Name] = v.HostPath.Path
 		}
 	}
-	if m, ok := mounts["/sys/fs/bpf"]; !ok || hostPaths[m.Name] != "/sys/fs/bpf" || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationBidirectional {
-		t.Errorf("/sys/fs/bpf: mount %+v, hostPath %q; want the host's, Bidirectional", m, hostPaths[m.Name])
+	// HostToContainer: the only propagation a container that is not
+	// privileged may have, and enough to see the init container's mounts.
+	if m, ok := mounts["/sys/fs/bpf"]; !ok || hostPaths[m.Name] != "/sys/fs/bpf" || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+		t.Errorf("/sys/fs/bpf: mount %+v, hostPath %q; want the host's, HostToContainer", m, hostPaths[m.Name])
+	}
+	if m, ok := mounts["/host/proc/sys/net"]; !ok || hostPaths[m.Name] != "/proc/sys/net" || !slices.Contains(c.Args, "--proc-sys-net=/host/proc/sys/net") {
+		t.Errorf("/host/proc/sys/net: mount %+v, hostPath %q, args %q; want the node's /proc/sys/net there and --proc-sys-net naming it", m, hostPaths[m.Name], c.Args)
+	}
+	for _, ct := range append([]corev1.Container{c}, spec.InitContainers...) {
+		sc := ct.SecurityContext
+		if b, _ := json.Marshal(sc); sc == nil || sc.Privileged == nil || *sc.Privileged || sc.Capabilities == nil ||
+			!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) == 0 ||
+			sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+			sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("container %s: securityContext %s; want privileged false, drop ALL and add a list, RuntimeDefault seccomp, a read-only root", ct.Name, b)
+		}
+		for _, m := range ct.VolumeMounts {
+			if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
+				t.Errorf("container %s: %s is Bidirectional, which only a privileged container may be", ct.Name, m.MountPath)
+			}
+		}
 	}
 	if m, ok := mounts["/run/socklb/cgroupv2"]; !ok || hostPaths[m.Name] != "/run/socklb/cgroupv2" {
 		t.Errorf("/run/socklb/cgroupv2: mount %+v, hostPath %q", m, hostPaths[m.Name])

@@ -74,12 +74,26 @@ func (n *Cluster) InstallSocklbHelm(helm, repoRoot string) error {
 }
 
 // UninstallSocklbHelm removes socklb as docs/uninstall.md tells a user
-// to: `helm uninstall`, then on the node, once the agent's pod is gone,
-// `socklb cleanup` (the pins outlive the pods on purpose) and the init
-// container's cgroup2 mount. It then checks that nothing of socklb is
-// left: no object of the chart, no pin, no program on the run's cgroup
-// or the root, no mount.
-func (n *Cluster) UninstallSocklbHelm(helm, socklb string) error {
+// to, with no shell on any node: the chart's cleanup mode (`helm upgrade
+// --reuse-values --set cleanup=true --wait`: every node's pod unpins
+// socklb's objects and unmounts its cgroup2, then waits), then `helm
+// uninstall`. It then checks that nothing of socklb is left: no object of
+// the chart, no pin, no program on the run's cgroup or the root, no mount.
+func (n *Cluster) UninstallSocklbHelm(helm, repoRoot string) error {
+	args := []string{"upgrade", HelmRelease, filepath.Join(repoRoot, "charts", "socklb"), "-n", HelmNamespace, "--reuse-values", "--set", "cleanup=true", "--wait", "--timeout", "3m"}
+	if out, err := n.Helm(helm, args...); err != nil {
+		return fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	ds, err := n.CP.Admin.AppsV1().DaemonSets(HelmNamespace).Get(context.Background(), "socklb", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	// --wait waits for the DaemonSet's pods of the new revision to be
+	// ready, and a pod of cleanup mode is ready only after its init
+	// container, socklb cleanup, succeeded.
+	if s := ds.Status; s.UpdatedNumberScheduled != int32(len(n.Nodes)) || s.NumberReady != int32(len(n.Nodes)) {
+		return fmt.Errorf("after helm upgrade --set cleanup=true --wait: %d of %d nodes updated, %d ready", s.UpdatedNumberScheduled, len(n.Nodes), s.NumberReady)
+	}
 	if out, err := n.Helm(helm, "uninstall", HelmRelease, "-n", HelmNamespace, "--wait", "--timeout", "2m"); err != nil {
 		return fmt.Errorf("helm uninstall %s -n %s: %v\n%s", HelmRelease, HelmNamespace, err, out)
 	}
@@ -96,15 +110,6 @@ func (n *Cluster) UninstallSocklbHelm(helm, socklb string) error {
 		return nil
 	}); err != nil {
 		return err
-	}
-	// On every node, in its own mount namespace.
-	for _, p := range n.Nodes {
-		if out, err := p.Exec(socklb, "cleanup", "--bpffs-path", BPFFSPath); err != nil {
-			return fmt.Errorf("%s: socklb cleanup --bpffs-path %s after helm uninstall: %v\n%s", p.Spec.Name, BPFFSPath, err, out)
-		}
-		if out, err := p.Exec("umount", cgroupMount); err != nil {
-			return fmt.Errorf("%s: umount %s after helm uninstall: %v\n%s", p.Spec.Name, cgroupMount, err, out)
-		}
 	}
 	return n.checkSocklbGone()
 }
@@ -157,7 +162,7 @@ func (n *Cluster) checkSocklbGone() error {
 		left = append(left, err.Error())
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("after helm uninstall and socklb cleanup, socklb left: %s", strings.Join(left, "; "))
+		return fmt.Errorf("after the chart's cleanup mode and helm uninstall, socklb left: %s", strings.Join(left, "; "))
 	}
 	return nil
 }

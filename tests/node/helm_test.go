@@ -139,3 +139,23 @@ func maxEntries(t *testing.T, pin string) int {
 	}
 	return m.MaxEntries
 }
+
+// TestHelmTest: `helm test`, as a user runs it after installing. The
+// chart's test pod (no privilege, no capability) connects to the
+// kubernetes Service's ClusterIP and passes only when its socket holds a
+// backend's address while getpeername reports the ClusterIP: socklb's
+// translation at connect(), which kube-proxy's DNAT would not give.
+func TestHelmTest(t *testing.T) {
+	if *proxy != "socklb-helm" {
+		t.Skipf("helm test needs socklb installed by the chart: -proxy=socklb-helm (this run: %s)", *proxy)
+	}
+	out, err := n.Helm(os.Getenv(helmEnv), "test", node.HelmRelease, "-n", node.HelmNamespace, "--timeout", "2m")
+	if err != nil {
+		logs, _ := n.Kubectl("-n", node.HelmNamespace, "logs", "socklb-test-connect")
+		t.Fatalf("helm test: %v\n%s\nthe test pod's log:\n%s", err, out, logs)
+	}
+	if !strings.Contains(out, "socklb-test-connect") || !strings.Contains(out, "Succeeded") {
+		t.Fatalf("helm test passed without running socklb-test-connect:\n%s", out)
+	}
+	t.Logf("helm test:\n%s", out)
+}

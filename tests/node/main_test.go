@@ -278,11 +278,11 @@ func child(m *testing.M) int {
 	if *proxy == "socklb-helm" {
 		// The chart's whole life on the node: after the tests (and
 		// TestHelmUpgradeUnderLoad), the uninstall a user does.
-		if err := n.UninstallSocklbHelm(os.Getenv(helmEnv), os.Getenv(socklbEnv)); err != nil {
+		if err := n.UninstallSocklbHelm(os.Getenv(helmEnv), root); err != nil {
 			fmt.Fprintln(os.Stderr, "node: FAIL:", err)
 			code = 1
 		} else {
-			fmt.Println("node: helm uninstall + socklb cleanup: no socklb object, pin, link or mount left on the node")
+			fmt.Println("node: the chart's cleanup mode + helm uninstall: no socklb object, pin, link or mount left on any node")
 		}
 	}
 	return code

@@ -23,6 +23,31 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $m -}}
 {{- end -}}
 
+{{/* The securityContexts of values.yaml, for a release installed before
+they were values (`helm upgrade --reuse-values` renders with its values). */}}
+{{- define "socklb.agentSecurityContext" -}}
+privileged: false
+capabilities:
+  drop: [ALL]
+  add: [BPF, PERFMON, NET_ADMIN, SYS_ADMIN, SYS_PTRACE, SYS_RESOURCE]
+seccompProfile:
+  type: RuntimeDefault
+appArmorProfile:
+  type: Unconfined
+readOnlyRootFilesystem: true
+{{- end -}}
+{{- define "socklb.mountSecurityContext" -}}
+privileged: false
+capabilities:
+  drop: [ALL]
+  add: [SYS_ADMIN, SYS_CHROOT, SYS_PTRACE]
+seccompProfile:
+  type: RuntimeDefault
+appArmorProfile:
+  type: Unconfined
+readOnlyRootFilesystem: true
+{{- end -}}
+
 {{- define "socklb.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag }}
 {{- end -}}
