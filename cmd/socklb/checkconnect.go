@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func findPeer(sc *bufio.Scanner, local netip.AddrPort) (netip.AddrPort, bool, er
 }
 
 // parseProcAddr reads /proc/net/tcp's ADDR:PORT: the address as 32-bit
-// words in the kernel's byte order (little-endian here), the port in hex.
+// words printed as numbers in the CPU's byte order, the port in hex.
 func parseProcAddr(s string) (netip.AddrPort, error) {
 	a, p, ok := strings.Cut(s, ":")
 	if !ok {
@@ -130,7 +131,8 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("address %q is not 8 or 32 hex digits", a)
 	}
 	for w := 0; w < len(b); w += 4 {
-		b[w], b[w+1], b[w+2], b[w+3] = b[w+3], b[w+2], b[w+1], b[w]
+		// The hex is the number; the address is its bytes in memory.
+		binary.NativeEndian.PutUint32(b[w:], binary.BigEndian.Uint32(b[w:]))
 	}
 	port, err := strconv.ParseUint(p, 16, 16)
 	if err != nil {

@@ -31,9 +31,16 @@ func newCleanupCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			defer func() {
-				if err == nil && unmount != "" {
-					err = unmountCgroup(out, &ns, unmount)
+				if err != nil || unmount == "" {
+					return
 				}
+				// The agent's --cgroup-path lives under the mount, and
+				// HostToContainer would carry the unmount into its pod.
+				if res.Holder != "" {
+					fmt.Fprintf(out, "left the cgroup2 at %s mounted: the running agent (%s) attaches under it\n", unmount, res.Holder)
+					return
+				}
+				err = unmountCgroup(out, &ns, unmount)
 			}()
 			if len(res.PutBack) > 0 {
 				fmt.Fprintf(out, "removed socklb's links and maps under %s, but the running agent (%s) pinned its own again in %s while cleanup ran: "+
@@ -71,16 +78,23 @@ func unmountCgroup(out io.Writer, ns *hostNamespaces, dir string) error {
 	} else if err != nil {
 		return fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+	// Mounted more than once (a privileged init container's mount
+	// propagated back, then another): each unmount uncovers the next.
+	for n := 0; st.Type == unix.CGROUP2_SUPER_MAGIC; n++ {
 		if err := unix.Unmount(dir, 0); err != nil {
 			return fmt.Errorf("unmounting the cgroup2 at %s: %w", dir, err)
 		}
-		fmt.Fprintf(out, "unmounted the cgroup2 at %s\n", dir)
-	}
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Remove(d); err != nil {
-			break // not empty, or someone else's: leave it
+		if n == 0 {
+			fmt.Fprintf(out, "unmounted the cgroup2 at %s\n", dir)
+		}
+		if err := unix.Statfs(dir, &st); err != nil {
+			return fmt.Errorf("statfs %s: %w", dir, err)
 		}
 	}
+	if err := os.Remove(dir); err != nil {
+		fmt.Fprintf(out, "left the directory %s: %v\n", dir, err)
+		return nil
+	}
+	_ = os.Remove(filepath.Dir(dir)) // /run/socklb, unless something else is in it
 	return nil
 }

@@ -73,6 +73,38 @@ func TestMountCgroupInTheNodesMountNamespace(t *testing.T) {
 	}
 }
 
+// TestMountCgroupDefaultsToTheParentsNamespace: what the init container
+// does without --mount-ns. A shell in mount namespace A stands for the
+// runtime's shim; socklb runs in B, a namespace of its own below A, as a
+// container does. The mount shows in A, the parent's, and not in the
+// caller's.
+func TestMountCgroupDefaultsToTheParentsNamespace(t *testing.T) {
+	testkit.RequireRoot(t, "creates mount namespaces and mounts in them")
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("needs util-linux's unshare: %v", err)
+	}
+	cg := filepath.Join(t.TempDir(), "cgroupv2")
+	// The shell waits for socklb, then prints its own namespace's mounts;
+	// the namespaces die with it.
+	script := `unshare --mount --propagation private "$0" -test.run='^$'; echo "exit $?"; echo ===; cat /proc/self/mountinfo`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c", script, os.Args[0])
+	cmd.Env = append(os.Environ(), "SOCKLB_TEST_RUN_MAIN=1", "SOCKLB_TEST_ARGS=mount-cgroup --cgroup-ns /proc/self/ns/cgroup "+cg)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	log, parentMounts, _ := strings.Cut(string(out), "===\n")
+	if !strings.Contains(log, "mounted the host's cgroup2 at "+cg) || !strings.Contains(log, "exit 0") {
+		t.Fatalf("socklb mount-cgroup in B:\n%s", log)
+	}
+	if !strings.Contains(parentMounts, " "+cg+" ") {
+		t.Errorf("the cgroup2 at %s is not in the parent's mount namespace:\n%s", cg, log)
+	}
+	if self, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(self), " "+cg+" ") {
+		t.Errorf("the cgroup2 at %s is in the caller's mount namespace", cg)
+	}
+}
+
 // TestMountCgroupNeedsAParent: without hostPID a container's process has
 // no visible parent, and the error says what to fix.
 func TestMountCgroupNeedsAParent(t *testing.T) {

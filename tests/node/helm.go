@@ -84,15 +84,21 @@ func (n *Cluster) UninstallSocklbHelm(helm, repoRoot string) error {
 	if out, err := n.Helm(helm, args...); err != nil {
 		return fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	ds, err := n.CP.Admin.AppsV1().DaemonSets(HelmNamespace).Get(context.Background(), "socklb", metav1.GetOptions{})
-	if err != nil {
+	// Helm's --wait lets a DaemonSet be maxUnavailable pods short of
+	// ready; `kubectl rollout status`, which docs/uninstall.md has the
+	// user run, waits for all. A pod of cleanup mode is ready only once
+	// its init container, socklb cleanup, succeeded.
+	if err := n.WaitFor("every node's cleanup pod to be ready", 3*time.Minute, func() error {
+		ds, err := n.CP.Admin.AppsV1().DaemonSets(HelmNamespace).Get(context.Background(), "socklb", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s := ds.Status; s.ObservedGeneration != ds.Generation || s.UpdatedNumberScheduled != int32(len(n.Nodes)) || s.NumberReady != int32(len(n.Nodes)) || s.NumberAvailable != int32(len(n.Nodes)) {
+			return fmt.Errorf("%d of %d nodes updated, %d ready", s.UpdatedNumberScheduled, len(n.Nodes), s.NumberReady)
+		}
+		return nil
+	}); err != nil {
 		return err
-	}
-	// --wait waits for the DaemonSet's pods of the new revision to be
-	// ready, and a pod of cleanup mode is ready only after its init
-	// container, socklb cleanup, succeeded.
-	if s := ds.Status; s.UpdatedNumberScheduled != int32(len(n.Nodes)) || s.NumberReady != int32(len(n.Nodes)) {
-		return fmt.Errorf("after helm upgrade --set cleanup=true --wait: %d of %d nodes updated, %d ready", s.UpdatedNumberScheduled, len(n.Nodes), s.NumberReady)
 	}
 	if out, err := n.Helm(helm, "uninstall", HelmRelease, "-n", HelmNamespace, "--wait", "--timeout", "2m"); err != nil {
 		return fmt.Errorf("helm uninstall %s -n %s: %v\n%s", HelmRelease, HelmNamespace, err, out)

@@ -16,7 +16,7 @@ import (
 
 // agentCaps are the capabilities the DaemonSet gives the agent
 // (deploy/base/daemonset.yaml, the chart's securityContext).
-var agentCaps = []int{unix.CAP_BPF, unix.CAP_PERFMON, unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE, unix.CAP_SYS_RESOURCE}
+var agentCaps = []int{unix.CAP_BPF, unix.CAP_PERFMON, unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE}
 
 // TestAgentRunsUnprivileged: on every node the agent's process, as the
 // kernel sees it, holds exactly the DaemonSet's capabilities (effective

@@ -29,7 +29,7 @@ they were values (`helm upgrade --reuse-values` renders with its values). */}}
 privileged: false
 capabilities:
   drop: [ALL]
-  add: [BPF, PERFMON, NET_ADMIN, SYS_ADMIN, SYS_PTRACE, SYS_RESOURCE]
+  add: [BPF, PERFMON, NET_ADMIN, SYS_ADMIN, SYS_PTRACE]
 seccompProfile:
   type: RuntimeDefault
 appArmorProfile:
