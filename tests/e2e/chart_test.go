@@ -84,6 +84,12 @@ func TestHelmValues(t *testing.T) {
 		if !strings.Contains(helmTemplate(t), "helm.sh/hook: test") {
 			t.Error("no helm test pod by default")
 		}
+		// A pod the DaemonSet's selector matches is the DaemonSet's:
+		// it adopts the test pod and deletes it (seen on a real node).
+		test, _ := helm(t, "template", "socklb", filepath.Join(root, "charts/socklb"), "--show-only", "templates/tests/connect.yaml")
+		if strings.Contains(test, "app.kubernetes.io/name: socklb\n") {
+			t.Errorf("the helm test pod carries the DaemonSet's selector label:\n%s", test)
+		}
 	})
 
 	t.Run("mistakes", func(t *testing.T) {
