@@ -65,6 +65,12 @@ func TestChecksBeforeAnythingIsCreated(t *testing.T) {
 		{"cgroup missing", func(t *testing.T, flags map[string]string) {
 			flags["--cgroup-path"] = filepath.Join(flags["--cgroup-path"], "missing")
 		}, []string{"--cgroup-path", "does not exist"}},
+		{"node's /proc/sys/net not mounted", func(t *testing.T, flags map[string]string) {
+			// A path that is not there: were the check gone, the agent
+			// would find no conntrack there and write nothing.
+			flags["--proc-sys-net"] = "/host/proc/sys/net-missing"
+			flags["--conntrack-tcp-timeout-close-wait"] = "1h"
+		}, []string{"--proc-sys-net=/host/proc/sys/net-missing is not a directory", "/host/proc/sys/net"}},
 		{"unknown socket termination", func(t *testing.T, flags map[string]string) {
 			flags["--terminate-sockets"] = "tcp"
 		}, []string{`--terminate-sockets="tcp": use none, udp or all`}},
