@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,6 +91,54 @@ func TestHelmValues(t *testing.T) {
 		test, _ := helm(t, "template", "socklb", filepath.Join(root, "charts/socklb"), "--show-only", "templates/tests/connect.yaml")
 		if strings.Contains(test, "app.kubernetes.io/name: socklb\n") {
 			t.Errorf("the helm test pod carries the DaemonSet's selector label:\n%s", test)
+		}
+	})
+
+	// config: a SocklbConfiguration in the ConfigMap socklb-config, read
+	// through --config, and rolled out by a checksum; the agent takes the
+	// rendered file as it is (its --write-config-to shows the fields), and
+	// a misspelt field is refused by name.
+	t.Run("config", func(t *testing.T) {
+		agentConfig := func(t *testing.T, sets ...string) (string, error) {
+			out := helmTemplate(t, sets...)
+			r := decodeRendered(t, "chart", out)
+			spec := r.ds.Spec.Template.Spec
+			cm, ok := r.configMaps["socklb-config"]
+			if !ok || !slices.Contains(spec.Containers[0].Args, "--config=/etc/socklb/config.yaml") ||
+				r.ds.Spec.Template.Annotations["checksum/config"] == "" {
+				t.Fatalf("ConfigMap socklb-config %v, args %q, annotations %v: want the ConfigMap, --config and a checksum",
+					ok, spec.Containers[0].Args, r.ds.Spec.Template.Annotations)
+			}
+			var mounted bool
+			for _, m := range spec.Containers[0].VolumeMounts {
+				for _, v := range spec.Volumes {
+					mounted = mounted || (m.Name == v.Name && m.MountPath == "/etc/socklb" && v.ConfigMap != nil && v.ConfigMap.Name == "socklb-config")
+				}
+			}
+			if !mounted {
+				t.Errorf("socklb-config is not mounted at /etc/socklb: %+v", spec.Volumes)
+			}
+			dir := t.TempDir()
+			file, effective := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "effective.yaml")
+			if err := os.WriteFile(file, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b, err := exec.Command(socklbBin, "agent", "--config", file, "--write-config-to", effective).CombinedOutput()
+			if err != nil {
+				return string(b), err
+			}
+			b, err = os.ReadFile(effective)
+			return string(b), err
+		}
+		got, err := agentConfig(t, "--set", "config.terminateSockets=all", "--set", "config.nodePortAddresses={primary}")
+		if err != nil || !strings.Contains(got, "terminateSockets: all\n") || !strings.Contains(got, "nodePortAddresses:\n- primary\n") {
+			t.Errorf("the agent's configuration from the chart's config: %v\n%s", err, got)
+		}
+		if got, err := agentConfig(t, "--set", "config.terminateSocket=all"); err == nil || !strings.Contains(got, `unknown field "terminateSocket"`) {
+			t.Errorf("a misspelt field: %v\n%s", err, got)
+		}
+		if strings.Contains(helmTemplate(t), "socklb-config") {
+			t.Error("a ConfigMap without config")
 		}
 	})
 

@@ -115,6 +115,7 @@ func TestHelmChart(t *testing.T) {
 			"--set", "nodeSelector.pool=edge",
 			"--set", "tolerations[0].key=dedicated,tolerations[0].operator=Equal,tolerations[0].value=edge,tolerations[0].effect=NoSchedule",
 			"--set", "resources.limits.memory=512Mi",
+			"--set", "config.terminateSockets=all",
 		)
 		r := decodeRendered(t, "chart", out)
 		c := r.ds.Spec.Template.Spec.Containers[0]
@@ -147,6 +148,13 @@ func TestHelmChart(t *testing.T) {
 		}
 		if res, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-f", f); err != nil {
 			t.Fatalf("the API server rejects the chart's render: %v\n%s", err, res)
+		}
+		// The cleanup mode's DaemonSet too.
+		if err := os.WriteFile(f, []byte(helmTemplate(t, "--set", "cleanup=true")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := kubectl("apply", "--dry-run=server", "--validate=strict", "-f", f); err != nil {
+			t.Fatalf("the API server rejects the chart's cleanup mode: %v\n%s", err, res)
 		}
 	})
 

@@ -48,6 +48,11 @@ appArmorProfile:
 readOnlyRootFilesystem: true
 {{- end -}}
 
+{{/* The SocklbConfiguration file of the config value. */}}
+{{- define "socklb.config" -}}
+{{- merge (dict "apiVersion" "socklb.io/v1alpha1" "kind" "SocklbConfiguration") (deepCopy .Values.config) | toYaml -}}
+{{- end -}}
+
 {{- define "socklb.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag }}
 {{- end -}}
