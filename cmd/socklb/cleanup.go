@@ -24,42 +24,39 @@ func newCleanupCommand() *cobra.Command {
 		Short: "detach the hooks and remove every pin",
 		Long:  "socklb cleanup unpins socklb's links and maps, which detaches its hooks: Services are no longer translated on this node.",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := datapath.Cleanup(bpffs, force)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			defer func() {
-				if err != nil || unmount == "" {
-					return
-				}
-				// The agent's --cgroup-path lives under the mount, and
-				// HostToContainer would carry the unmount into its pod.
-				if res.Holder != "" {
-					fmt.Fprintf(out, "left the cgroup2 at %s mounted: the running agent (%s) attaches under it\n", unmount, res.Holder)
-					return
-				}
-				err = unmountCgroup(out, &ns, unmount)
-			}()
-			if len(res.PutBack) > 0 {
+			switch {
+			case len(res.PutBack) > 0:
 				fmt.Fprintf(out, "removed socklb's links and maps under %s, but the running agent (%s) pinned its own again in %s while cleanup ran: "+
 					"its hooks are attached again. Stop the agent to remove them for good.\n", bpffs, res.Holder, strings.Join(res.PutBack, ", "))
+			case res.Holder != "":
+				fmt.Fprintf(out, "removed socklb's links and maps under %s; its hooks are detached\n", bpffs)
+				fmt.Fprintf(out, "the running agent (%s) will pin and attach them again at its next check: stop it to keep them removed\n", res.Holder)
+			default:
+				fmt.Fprintf(out, "removed socklb's links and maps under %s; its hooks are detached\n", bpffs)
+			}
+			if unmount == "" {
 				return nil
 			}
-			fmt.Fprintf(out, "removed socklb's links and maps under %s; its hooks are detached\n", bpffs)
+			// The agent's --cgroup-path lives under the mount, and
+			// HostToContainer would carry the unmount into its pod.
 			if res.Holder != "" {
-				fmt.Fprintf(out, "the running agent (%s) will pin and attach them again at its next check: stop it to keep them removed\n", res.Holder)
+				fmt.Fprintf(out, "left the cgroup2 at %s mounted: the running agent (%s) attaches under it\n", unmount, res.Holder)
+				return nil
 			}
-			return nil
+			return unmountCgroup(out, &ns, unmount)
 		},
 	}
 	singleFlagSet(cmd, func(fs *pflag.FlagSet) {
 		fs.StringVar(&bpffs, "bpffs-path", defaultBPFFS, "directory holding socklb's pins")
 		fs.BoolVar(&force, "force", false, "remove the pins even while an agent holds them (its hooks are detached under it)")
 		fs.StringVar(&unmount, "unmount-cgroup", "", "also unmount the cgroup2 mount that socklb mount-cgroup made at this directory, and remove the directory (the chart's cleanup mode)")
-		mountHelp, _ := ns.flagHelp()
-		fs.StringVar(&ns.mount, "mount-ns", "", mountHelp+"; for --unmount-cgroup")
+		fs.StringVar(&ns.mount, "mount-ns", "", mountNSHelp+"; for --unmount-cgroup")
 	})
 	return cmd
 }
@@ -68,7 +65,7 @@ func newCleanupCommand() *cobra.Command {
 // the cgroup2 mount at dir, then dir and its parent if they are empty.
 // bpffs stays: the node's other BPF users share it, as systemd mounts it.
 func unmountCgroup(out io.Writer, ns *hostNamespaces, dir string) error {
-	if err := ns.enter(); err != nil {
+	if err := ns.enter(out); err != nil {
 		return err
 	}
 	var st unix.Statfs_t

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -29,17 +30,17 @@ type hostNamespaces struct {
 	cgroup string
 }
 
-func (h *hostNamespaces) flagHelp() (mount, cgroup string) {
-	return "the node's mount namespace (default: the parent process's, i.e. the container runtime's under hostPID, where hostPath volumes are resolved)",
-		"the host's cgroup namespace (the DaemonSet has hostPID, so /proc/1 is the host's init)"
-}
+const (
+	mountNSHelp  = "the node's mount namespace (default: the parent process's, i.e. the container runtime's under hostPID, where hostPath volumes are resolved)"
+	cgroupNSHelp = "the host's cgroup namespace (the DaemonSet has hostPID, so /proc/1 is the host's init)"
+)
 
 // enter moves the calling goroutine's thread into the namespaces and keeps
 // the goroutine on it; the thread is never handed back to the runtime and
 // dies with the process. Only the cgroup namespace may be missing (some
 // sandboxes hide init's namespaces even from root), and then only when this
-// container already sees the host's cgroup tree.
-func (h *hostNamespaces) enter() error {
+// container already sees the host's cgroup tree, which it notes on out.
+func (h *hostNamespaces) enter(out io.Writer) error {
 	runtime.LockOSThread()
 	mountPath := h.mount
 	if mountPath == "" {
@@ -57,15 +58,17 @@ func (h *hostNamespaces) enter() error {
 	}
 	defer mnt.Close()
 	var cg *os.File
-	cgErr := errors.New("not asked for")
 	if h.cgroup != "" {
-		if cg, cgErr = os.Open(h.cgroup); cgErr == nil {
-			defer cg.Close()
-		}
-	}
-	if cgErr != nil && h.cgroup != "" {
-		if own, err := ownCgroup2(); err != nil || own == "/" {
-			return fmt.Errorf("opening the host's cgroup namespace %s (does the pod have hostPID?): %w; and this container has a cgroup namespace of its own (its cgroup is %q), so mounting from it would cover the container only", h.cgroup, cgErr, own)
+		f, err := os.Open(h.cgroup)
+		if err == nil {
+			cg = f
+			defer f.Close()
+		} else if own, oerr := ownCgroup2(); oerr != nil || own == "/" {
+			return fmt.Errorf("opening the host's cgroup namespace %s (does the pod have hostPID?): %w; and this container has a cgroup namespace of its own (its cgroup is %q), so mounting from it would cover the container only", h.cgroup, err, own)
+		} else {
+			// Runtimes on cgroup v1 hosts give containers no cgroup
+			// namespace: this one sees the host's tree already.
+			fmt.Fprintf(out, "cannot open %s (%v); this container shares the host's cgroup namespace (its cgroup is %s): mounting from it\n", h.cgroup, err, own)
 		}
 	}
 	// setns(CLONE_NEWNS) refuses a thread that shares its filesystem
@@ -73,7 +76,7 @@ func (h *hostNamespaces) enter() error {
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unsharing this thread's filesystem context: %w", err)
 	}
-	if cgErr == nil {
+	if cg != nil {
 		if err := unix.Setns(int(cg.Fd()), unix.CLONE_NEWCGROUP); err != nil {
 			return fmt.Errorf("entering the host's cgroup namespace %s (the container needs CAP_SYS_ADMIN): %w", h.cgroup, err)
 		}

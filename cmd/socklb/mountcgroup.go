@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -29,10 +30,10 @@ func newMountCgroupCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := ns.enter(); err != nil {
+			out := cmd.OutOrStdout()
+			if err := ns.enter(out); err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			if err := mountIfMissing(out, args[0], "cgroup2", unix.CGROUP2_SUPER_MAGIC, "the host's cgroup2", ""); err != nil {
 				return err
 			}
@@ -45,15 +46,14 @@ func newMountCgroupCommand() *cobra.Command {
 		},
 	}
 	singleFlagSet(cmd, func(fs *pflag.FlagSet) {
-		mountHelp, cgroupHelp := ns.flagHelp()
-		fs.StringVar(&ns.cgroup, "cgroup-ns", "/proc/1/ns/cgroup", cgroupHelp)
-		fs.StringVar(&ns.mount, "mount-ns", "", mountHelp)
+		fs.StringVar(&ns.cgroup, "cgroup-ns", "/proc/1/ns/cgroup", cgroupNSHelp)
+		fs.StringVar(&ns.mount, "mount-ns", "", mountNSHelp)
 		fs.StringVar(&bpffs, "bpffs", "", "also mount a bpf filesystem at this directory unless one is there (the agent's pins live in it)")
 	})
 	return cmd
 }
 
-func mountIfMissing(out interface{ Write([]byte) (int, error) }, dir, fstype string, magic int64, what, data string) error {
+func mountIfMissing(out io.Writer, dir, fstype string, magic int64, what, data string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("making %s: %w", dir, err)
 	}

@@ -105,12 +105,24 @@ func TestMountCgroupDefaultsToTheParentsNamespace(t *testing.T) {
 	}
 }
 
-// TestMountCgroupNeedsAParent: without hostPID a container's process has
-// no visible parent, and the error says what to fix.
-func TestMountCgroupNeedsAParent(t *testing.T) {
-	ns := hostNamespaces{mount: "/nonexistent/ns/mnt", cgroup: "/proc/self/ns/cgroup"}
-	if err := ns.enter(); err == nil || !strings.Contains(err.Error(), "hostPID and CAP_SYS_PTRACE") {
-		t.Errorf("a mount namespace that cannot be opened: %v", err)
+// TestMountCgroupWithoutHostPID: a pod without hostPID gives its process
+// no visible parent (getppid is 0 in a PID namespace's init), so there is
+// no node's mount namespace to find; mount-cgroup says what to fix and
+// mounts nothing. The PID namespace here stands for the pod's.
+func TestMountCgroupWithoutHostPID(t *testing.T) {
+	testkit.RequireRoot(t, "creates a PID namespace")
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("needs util-linux's unshare: %v", err)
+	}
+	cg := filepath.Join(t.TempDir(), "cgroupv2")
+	cmd := exec.Command("unshare", "--pid", "--fork", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SOCKLB_TEST_RUN_MAIN=1", "SOCKLB_TEST_ARGS=mount-cgroup "+cg)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no visible parent (does the pod have hostPID?)") {
+		t.Errorf("mount-cgroup as a PID namespace's init: %v, want the hostPID error:\n%s", err, out)
+	}
+	if _, err := os.Stat(cg); !os.IsNotExist(err) {
+		t.Errorf("%s was made: %v", cg, err)
 	}
 }
 
