@@ -167,8 +167,32 @@ func (n *Cluster) checkSocklbGone() error {
 	if err := n.CheckHooks(false); err != nil {
 		left = append(left, err.Error())
 	}
+	left = append(left, n.socklbLinks()...)
 	if len(left) > 0 {
 		return fmt.Errorf("after the chart's cleanup mode and helm uninstall, socklb left: %s", strings.Join(left, "; "))
 	}
 	return nil
+}
+
+// socklbLinks lists the nodes' cgroup and device (tcx) attachments of any
+// socklb program (their names start socklb_), waiting up to 10 s: the
+// kernel frees an unpinned link from a workqueue.
+func (n *Cluster) socklbLinks() []string {
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		left = nil
+		for _, p := range n.Nodes {
+			cg, err := exec.Command("bpftool", "cgroup", "show", p.Cfg.CgroupV2).CombinedOutput()
+			if err != nil || strings.Contains(string(cg), "socklb_") {
+				left = append(left, fmt.Sprintf("%s: on its cgroup (%v): %s", p.Spec.Name, err, cg))
+			}
+			dev, err := p.Exec("bpftool", "net", "show")
+			if err != nil || strings.Contains(dev, "socklb_") {
+				left = append(left, fmt.Sprintf("%s: on its devices (%v): %s", p.Spec.Name, err, dev))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+	}
 }
