@@ -3,11 +3,17 @@ package node
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,6 +180,45 @@ func (n *Cluster) checkSocklbGone() error {
 	return nil
 }
 
+// tcxPrograms counts the programs on dev's tcx ingress and egress in the
+// network namespace of process pid, queried from a thread moved there.
+func tcxPrograms(pid int, dev string) (int, error) {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer ns.Close()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies in ns
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- result{0, err}
+			return
+		}
+		iface, err := net.InterfaceByName(dev)
+		if err != nil {
+			done <- result{0, err}
+			return
+		}
+		total := 0
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: iface.Index, Attach: at})
+			if err != nil {
+				done <- result{0, err}
+				return
+			}
+			total += len(res.Programs)
+		}
+		done <- result{total, nil}
+	}()
+	r := <-done
+	return r.n, r.err
+}
+
 // socklbLinks lists the nodes' cgroup and device (tcx) attachments of any
 // socklb program (their names start socklb_), waiting up to 10 s: the
 // kernel frees an unpinned link from a workqueue.
@@ -186,9 +231,9 @@ func (n *Cluster) socklbLinks() []string {
 			if err != nil || strings.Contains(string(cg), "socklb_") {
 				left = append(left, fmt.Sprintf("%s: on its cgroup (%v): %s", p.Spec.Name, err, cg))
 			}
-			dev, err := p.Exec("bpftool", "net", "show")
-			if err != nil || strings.Contains(dev, "socklb_") {
-				left = append(left, fmt.Sprintf("%s: on its devices (%v): %s", p.Spec.Name, err, dev))
+			// Debian 12's bpftool lists no tcx links: ask the kernel.
+			if n, err := tcxPrograms(p.Pid(), UnderlayDevice); err != nil || n > 0 {
+				left = append(left, fmt.Sprintf("%s: %d programs on %s's tcx hooks (%v)", p.Spec.Name, n, UnderlayDevice, err))
 			}
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
