@@ -20,10 +20,7 @@ import (
 // --unmount-cgroup` unmounts the cgroup2 there and removes its directory,
 // leaving bpffs, which the node's other BPF users share.
 func TestMountCgroupInTheNodesMountNamespace(t *testing.T) {
-	testkit.RequireRoot(t, "creates a mount namespace and mounts in it")
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skipf("needs util-linux's unshare: %v", err)
-	}
+	needUnshare(t, "creates a mount namespace and mounts in it")
 	dir := t.TempDir()
 	node := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "300")
 	if err := node.Start(); err != nil {
@@ -79,16 +76,12 @@ func TestMountCgroupInTheNodesMountNamespace(t *testing.T) {
 // container does. The mount shows in A, the parent's, and not in the
 // caller's.
 func TestMountCgroupDefaultsToTheParentsNamespace(t *testing.T) {
-	testkit.RequireRoot(t, "creates mount namespaces and mounts in them")
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skipf("needs util-linux's unshare: %v", err)
-	}
+	needUnshare(t, "creates mount namespaces and mounts in them")
 	cg := filepath.Join(t.TempDir(), "cgroupv2")
 	// The shell waits for socklb, then prints its own namespace's mounts;
 	// the namespaces die with it.
 	script := `unshare --mount --propagation private "$0" -test.run='^$'; echo "exit $?"; echo ===; cat /proc/self/mountinfo`
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c", script, os.Args[0])
-	cmd.Env = append(os.Environ(), "SOCKLB_TEST_RUN_MAIN=1", "SOCKLB_TEST_ARGS=mount-cgroup --cgroup-ns /proc/self/ns/cgroup "+cg)
+	cmd := unshareMain("mount-cgroup --cgroup-ns /proc/self/ns/cgroup "+cg, "--mount", "--propagation", "private", "--fork", "sh", "-c", script)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -110,13 +103,9 @@ func TestMountCgroupDefaultsToTheParentsNamespace(t *testing.T) {
 // no node's mount namespace to find; mount-cgroup says what to fix and
 // mounts nothing. The PID namespace here stands for the pod's.
 func TestMountCgroupWithoutHostPID(t *testing.T) {
-	testkit.RequireRoot(t, "creates a PID namespace")
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skipf("needs util-linux's unshare: %v", err)
-	}
+	needUnshare(t, "creates a PID namespace")
 	cg := filepath.Join(t.TempDir(), "cgroupv2")
-	cmd := exec.Command("unshare", "--pid", "--fork", os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SOCKLB_TEST_RUN_MAIN=1", "SOCKLB_TEST_ARGS=mount-cgroup "+cg)
+	cmd := unshareMain("mount-cgroup "+cg, "--pid", "--fork")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no visible parent (does the pod have hostPID?)") {
 		t.Errorf("mount-cgroup as a PID namespace's init: %v, want the hostPID error:\n%s", err, out)
@@ -124,6 +113,23 @@ func TestMountCgroupWithoutHostPID(t *testing.T) {
 	if _, err := os.Stat(cg); !os.IsNotExist(err) {
 		t.Errorf("%s was made: %v", cg, err)
 	}
+}
+
+func needUnshare(t *testing.T, why string) {
+	t.Helper()
+	testkit.RequireRoot(t, why)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("needs util-linux's unshare: %v", err)
+	}
+}
+
+// unshareMain is `unshare flags... <this test binary>`, which runs as
+// `socklb args` (TestMain): the binary is unshare's last argument, as the
+// program to run or as a shell script's $0.
+func unshareMain(args string, flags ...string) *exec.Cmd {
+	cmd := exec.Command("unshare", append(flags, os.Args[0], "-test.run=^$")...)
+	cmd.Env = append(os.Environ(), "SOCKLB_TEST_RUN_MAIN=1", "SOCKLB_TEST_ARGS="+args)
+	return cmd
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
