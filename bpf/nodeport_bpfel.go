@@ -80,6 +80,7 @@ const (
 	NodeportMapServices             = "services"
 	NodeportMapSkState              = "sk_state"
 	NodeportMapSlots                = "slots"
+	NodeportMapSockConns            = "sock_conns"
 	NodeportMapSockEvents           = "sock_events"
 	NodeportMapSrcRanges            = "src_ranges"
 	NodeportMapStats                = "stats"
@@ -160,6 +161,7 @@ type NodeportMapSpecs struct {
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockConns  *ebpf.MapSpec `ebpf:"sock_conns"`
 	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
 	SrcRanges  *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
@@ -214,6 +216,7 @@ type NodeportMaps struct {
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
+	SockConns  *ebpf.Map `ebpf:"sock_conns"`
 	SockEvents *ebpf.Map `ebpf:"sock_events"`
 	SrcRanges  *ebpf.Map `ebpf:"src_ranges"`
 	Stats      *ebpf.Map `ebpf:"stats"`
@@ -234,6 +237,7 @@ func (m *NodeportMaps) Close() error {
 		m.Services,
 		m.SkState,
 		m.Slots,
+		m.SockConns,
 		m.SockEvents,
 		m.SrcRanges,
 		m.Stats,

@@ -28,6 +28,7 @@ const (
 	SkcarryMapSkState         = "sk_state"
 	SkcarryMapSkStateFrom     = "sk_state_from"
 	SkcarryMapSlots           = "slots"
+	SkcarryMapSockConns       = "sock_conns"
 	SkcarryMapSockEvents      = "sock_events"
 	SkcarryMapSrcRanges       = "src_ranges"
 	SkcarryMapStats           = "stats"
@@ -99,6 +100,7 @@ type SkcarryMapSpecs struct {
 	SkState     *ebpf.MapSpec `ebpf:"sk_state"`
 	SkStateFrom *ebpf.MapSpec `ebpf:"sk_state_from"`
 	Slots       *ebpf.MapSpec `ebpf:"slots"`
+	SockConns   *ebpf.MapSpec `ebpf:"sock_conns"`
 	SockEvents  *ebpf.MapSpec `ebpf:"sock_events"`
 	SrcRanges   *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
@@ -144,6 +146,7 @@ type SkcarryMaps struct {
 	SkState     *ebpf.Map `ebpf:"sk_state"`
 	SkStateFrom *ebpf.Map `ebpf:"sk_state_from"`
 	Slots       *ebpf.Map `ebpf:"slots"`
+	SockConns   *ebpf.Map `ebpf:"sock_conns"`
 	SockEvents  *ebpf.Map `ebpf:"sock_events"`
 	SrcRanges   *ebpf.Map `ebpf:"src_ranges"`
 	Stats       *ebpf.Map `ebpf:"stats"`
@@ -164,6 +167,7 @@ func (m *SkcarryMaps) Close() error {
 		m.SkState,
 		m.SkStateFrom,
 		m.Slots,
+		m.SockConns,
 		m.SockEvents,
 		m.SrcRanges,
 		m.Stats,

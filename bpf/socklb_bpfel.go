@@ -230,6 +230,7 @@ const (
 	SocklbMapServices            = "services"
 	SocklbMapSkState             = "sk_state"
 	SocklbMapSlots               = "slots"
+	SocklbMapSockConns           = "sock_conns"
 	SocklbMapSockEvents          = "sock_events"
 	SocklbMapSrcRanges           = "src_ranges"
 	SocklbMapStats               = "stats"
@@ -243,6 +244,7 @@ const (
 	SocklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
 	SocklbProgSocklbSendmsg4     = "socklb_sendmsg4"
 	SocklbProgSocklbSendmsg6     = "socklb_sendmsg6"
+	SocklbProgSocklbSockRelease  = "socklb_sock_release"
 	SocklbVarFlowEventCount      = "flow_event_count"
 	SocklbVarHaveSetRetval       = "have_set_retval"
 	SocklbVarHostNetnsCookie     = "host_netns_cookie"
@@ -300,6 +302,7 @@ type SocklbProgramSpecs struct {
 	SocklbRecvmsg6     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg6"`
 	SocklbSendmsg4     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg4"`
 	SocklbSendmsg6     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg6"`
+	SocklbSockRelease  *ebpf.ProgramSpec `ebpf:"socklb_sock_release"`
 }
 
 // SocklbMapSpecs contains maps before they are loaded into the kernel.
@@ -316,6 +319,7 @@ type SocklbMapSpecs struct {
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockConns  *ebpf.MapSpec `ebpf:"sock_conns"`
 	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
 	SrcRanges  *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
@@ -362,6 +366,7 @@ type SocklbMaps struct {
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
+	SockConns  *ebpf.Map `ebpf:"sock_conns"`
 	SockEvents *ebpf.Map `ebpf:"sock_events"`
 	SrcRanges  *ebpf.Map `ebpf:"src_ranges"`
 	Stats      *ebpf.Map `ebpf:"stats"`
@@ -380,6 +385,7 @@ func (m *SocklbMaps) Close() error {
 		m.Services,
 		m.SkState,
 		m.Slots,
+		m.SockConns,
 		m.SockEvents,
 		m.SrcRanges,
 		m.Stats,
@@ -410,6 +416,7 @@ type SocklbPrograms struct {
 	SocklbRecvmsg6     *ebpf.Program `ebpf:"socklb_recvmsg6"`
 	SocklbSendmsg4     *ebpf.Program `ebpf:"socklb_sendmsg4"`
 	SocklbSendmsg6     *ebpf.Program `ebpf:"socklb_sendmsg6"`
+	SocklbSockRelease  *ebpf.Program `ebpf:"socklb_sock_release"`
 }
 
 func (p *SocklbPrograms) Close() error {
@@ -423,6 +430,7 @@ func (p *SocklbPrograms) Close() error {
 		p.SocklbRecvmsg6,
 		p.SocklbSendmsg4,
 		p.SocklbSendmsg6,
+		p.SocklbSockRelease,
 	)
 }
 

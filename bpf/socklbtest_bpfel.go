@@ -55,6 +55,7 @@ const (
 	SocklbTestMapServices               = "services"
 	SocklbTestMapSkState                = "sk_state"
 	SocklbTestMapSlots                  = "slots"
+	SocklbTestMapSockConns              = "sock_conns"
 	SocklbTestMapSockEvents             = "sock_events"
 	SocklbTestMapSrcRanges              = "src_ranges"
 	SocklbTestMapStats                  = "stats"
@@ -132,6 +133,7 @@ type SocklbTestMapSpecs struct {
 	Services   *ebpf.MapSpec `ebpf:"services"`
 	SkState    *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots      *ebpf.MapSpec `ebpf:"slots"`
+	SockConns  *ebpf.MapSpec `ebpf:"sock_conns"`
 	SockEvents *ebpf.MapSpec `ebpf:"sock_events"`
 	SrcRanges  *ebpf.MapSpec `ebpf:"src_ranges"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
@@ -179,6 +181,7 @@ type SocklbTestMaps struct {
 	Services   *ebpf.Map `ebpf:"services"`
 	SkState    *ebpf.Map `ebpf:"sk_state"`
 	Slots      *ebpf.Map `ebpf:"slots"`
+	SockConns  *ebpf.Map `ebpf:"sock_conns"`
 	SockEvents *ebpf.Map `ebpf:"sock_events"`
 	SrcRanges  *ebpf.Map `ebpf:"src_ranges"`
 	Stats      *ebpf.Map `ebpf:"stats"`
@@ -199,6 +202,7 @@ func (m *SocklbTestMaps) Close() error {
 		m.Services,
 		m.SkState,
 		m.Slots,
+		m.SockConns,
 		m.SockEvents,
 		m.SrcRanges,
 		m.Stats,

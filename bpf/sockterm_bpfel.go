@@ -35,6 +35,7 @@ const (
 	SocktermMapServices          = "services"
 	SocktermMapSkState           = "sk_state"
 	SocktermMapSlots             = "slots"
+	SocktermMapSockConns         = "sock_conns"
 	SocktermMapSockDestroyed     = "sock_destroyed"
 	SocktermMapSockEvents        = "sock_events"
 	SocktermMapSockTargets       = "sock_targets"
@@ -106,6 +107,7 @@ type SocktermMapSpecs struct {
 	Services      *ebpf.MapSpec `ebpf:"services"`
 	SkState       *ebpf.MapSpec `ebpf:"sk_state"`
 	Slots         *ebpf.MapSpec `ebpf:"slots"`
+	SockConns     *ebpf.MapSpec `ebpf:"sock_conns"`
 	SockDestroyed *ebpf.MapSpec `ebpf:"sock_destroyed"`
 	SockEvents    *ebpf.MapSpec `ebpf:"sock_events"`
 	SockTargets   *ebpf.MapSpec `ebpf:"sock_targets"`
@@ -151,6 +153,7 @@ type SocktermMaps struct {
 	Services      *ebpf.Map `ebpf:"services"`
 	SkState       *ebpf.Map `ebpf:"sk_state"`
 	Slots         *ebpf.Map `ebpf:"slots"`
+	SockConns     *ebpf.Map `ebpf:"sock_conns"`
 	SockDestroyed *ebpf.Map `ebpf:"sock_destroyed"`
 	SockEvents    *ebpf.Map `ebpf:"sock_events"`
 	SockTargets   *ebpf.Map `ebpf:"sock_targets"`
@@ -171,6 +174,7 @@ func (m *SocktermMaps) Close() error {
 		m.Services,
 		m.SkState,
 		m.Slots,
+		m.SockConns,
 		m.SockDestroyed,
 		m.SockEvents,
 		m.SockTargets,

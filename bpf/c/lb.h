@@ -5,6 +5,8 @@
 #ifndef SOCKLB_LB_H
 #define SOCKLB_LB_H
 
+#include <linux/in.h>
+
 #include "addr.h"
 #include "maps.h"
 
@@ -53,6 +55,8 @@ static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req);
 /* The socket's state if it has any; lb_sock_state_make creates it. */
 static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req);
 static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req);
+/* The socket's cookie, the key of its sock_conns entry. */
+static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req);
 
 /* lb_client is the client's netns cookie, fetched once. A namespace's
  * cookie is never 0, so 0 means not fetched yet. */
@@ -353,6 +357,31 @@ static __always_inline void lb_sock_record(struct sock_state *st, const struct s
 		st->src_check = 1;
 }
 
+/* lb_conn_record notes that the connected TCP socket cookie now sends to
+ * be, having asked for req's destination: one LRU write, no allocation. */
+static __always_inline void lb_conn_record(__u64 cookie, const struct svc_value *sv, const struct backend *be,
+					   const struct lb_req *req)
+{
+	struct sock_entry e;
+
+	__builtin_memcpy(e.backend, be->addr, sizeof(e.backend));
+	__builtin_memcpy(e.frontend, req->addr, sizeof(e.frontend));
+	e.backend_port = be->port;
+	e.frontend_port = req->port;
+	e.affinity_id = sv->affinity_id;
+	if (bpf_map_update_elem(&sock_conns, &cookie, &e, BPF_ANY))
+		lb_event(SOCK_EV_NO_STATE);
+}
+
+/* lb_records_conn says whether a translated socket's state goes to
+ * sock_conns: a TCP connect, unless the egress hook must check the
+ * socket's packets against source ranges (it finds sockets by their
+ * storage). */
+static __always_inline int lb_records_conn(const struct lb_req *req, const struct svc_value *sv, enum lb_count what)
+{
+	return what == LB_COUNT_CONNECT && req->proto == IPPROTO_TCP && !(sv->flags & SVC_F_SRC_RANGES);
+}
+
 /* lb_pick returns a slot in [0, count): the high half of rand * count
  * (Lemire's multiply-shift), as uniform as rand % count (both are off by
  * at most count / 2^32) without a 64-bit division on every connect. */
@@ -458,7 +487,9 @@ static __always_inline int lb_translate(struct lb_req *req, void *h, enum lb_cou
 	v = lb_choose(&key, &sv, req, h, st, &c);
 	if (v != LB_XLATED)
 		return v;
-	if (!c.from_sock) {
+	if (lb_records_conn(req, &sv, what)) {
+		lb_conn_record(lb_sock_cookie(h, req), &sv, &c.be, req);
+	} else if (!c.from_sock) {
 		if (!st)
 			st = lb_sock_state_make(h, req);
 		if (st)
@@ -470,6 +501,24 @@ static __always_inline int lb_translate(struct lb_req *req, void *h, enum lb_cou
 	req->backend_id = c.id;
 	lb_count(c.id, what);
 	return LB_XLATED;
+}
+
+/* lb_revnat_conn rewrites a connected TCP socket's backend address back
+ * to the frontend it asked for, from its sock_conns entry. Returns 1 when
+ * it did. */
+static __always_inline int lb_revnat_conn(struct lb_req *req, __u64 cookie)
+{
+	struct sock_entry *v = bpf_map_lookup_elem(&sock_conns, &cookie);
+	struct sock_entry e;
+
+	if (!v)
+		return 0;
+	e = *v;
+	if (e.backend_port != req->port || !addr_eq(e.backend, req->addr))
+		return 0;
+	__builtin_memcpy(req->addr, e.frontend, sizeof(req->addr));
+	req->port = e.frontend_port;
+	return 1;
 }
 
 /* lb_revnat rewrites a backend address back to the frontend the socket
@@ -491,6 +540,17 @@ static __always_inline int lb_revnat(struct lb_req *req, const struct sock_state
 		return 1;
 	}
 	return 0;
+}
+
+/* lb_reverse is what getpeername and recvmsg show for req, the socket's
+ * peer: a TCP socket's sock_conns entry, else its socket storage (UDP, TCP
+ * through source ranges, and TCP sockets connected by an agent from before
+ * sock_conns). */
+static __always_inline int lb_reverse(struct lb_req *req, void *h)
+{
+	if (req->proto == IPPROTO_TCP && lb_revnat_conn(req, lb_sock_cookie(h, req)))
+		return 1;
+	return lb_revnat(req, lb_sock_state_peek(h, req));
 }
 
 #endif

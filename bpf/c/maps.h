@@ -19,6 +19,7 @@
 #define SOCKLB_MAX_BACKENDS 1048576
 #define SOCKLB_MAX_AFFINITY 65536
 #define SOCKLB_MAX_FLOWS 262144
+#define SOCKLB_MAX_SOCKETS 262144
 
 /* svc_key.scope: who a frontend serves. Cilium's two lookup scopes: a
  * Service with externalTrafficPolicy Local answers packets from other
@@ -101,14 +102,30 @@ struct backend {
 	__u32 id; /* its own key, echoed, for the same reason as slot_value's */
 };
 
-/* Per-socket state, in socket-local storage: freed with the socket, so
- * nothing else ever has to expire it (an LRU keyed by socket cookie is never
- * told a socket closed: it fills and evicts live sockets' entries). It holds
- * what replies and getpeername need to show the frontend (conntrack's reply
- * NAT), which the socket iterators use to find a backend's sockets, and the
- * backend an unconnected UDP socket keeps. One entry per Service port the socket
- * sent to, at most SOCK_ENTRIES (a power of two); a socket using more
- * overwrites its oldest entry (counted in sock_events). */
+/* Per-socket state: what replies and getpeername need to show the
+ * frontend (conntrack's reply NAT), which the socket iterators use to find a
+ * backend's sockets, and the backend an unconnected UDP socket keeps.
+ *
+ * A connected TCP socket has one peer for life, so its one entry lives in
+ * sock_conns, a preallocated LRU keyed by socket cookie, as Cilium's
+ * cilium_lb4_reverse_sk: writing it takes no allocation, where creating
+ * socket-local storage (two allocations, two locks, a memory charge and an
+ * RCU free at close) was two thirds of connect4's cost. The sock_release
+ * hook deletes the entry when the socket closes, so the LRU evicts only
+ * when more translated TCP sockets are open at once than it holds
+ * (--max-sockets); an evicted socket keeps its connection, and getpeername
+ * then shows the pod, as it would for a socket opened before socklb.
+ * Cookies are never reused while the machine runs, so an entry can never
+ * name another socket.
+ *
+ * Every other translated socket keeps its state in socket-local storage,
+ * freed with the socket: UDP sockets (an unconnected one may send to
+ * several Service ports, and replies are rewritten per datagram), and TCP
+ * sockets sent through a frontend with loadBalancerSourceRanges, whose
+ * packets the egress hook checks by that storage (srccheck.h). One entry
+ * per Service port the socket sent to, at most SOCK_ENTRIES (a power of
+ * two); a socket using more overwrites its oldest entry (counted in
+ * sock_events). */
 #define SOCK_ENTRIES 4
 
 struct sock_entry {
@@ -247,9 +264,16 @@ struct {
 	__type(value, struct sock_state);
 } sk_state SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SOCKLB_MAX_SOCKETS);
+	__type(key, __u64); /* socket cookie */
+	__type(value, struct sock_entry);
+} sock_conns SEC(".maps");
+
 /* sock_events counters, per CPU. */
 #define SOCK_EV_EVICTED 0 /* an entry of a socket's sock_state was overwritten */
-#define SOCK_EV_NO_STATE 1 /* no socket storage could be had (memory) */
+#define SOCK_EV_NO_STATE 1 /* no socket storage or sock_conns entry could be had */
 #define SOCK_EV_MAX 2
 
 struct {

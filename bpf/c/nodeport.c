@@ -30,6 +30,7 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req) { return 0; }
 static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req) { return NULL; }
 static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req) { return NULL; }
+static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req) { return 0; }
 
 static __always_inline int drop(enum flow_event ev)
 {

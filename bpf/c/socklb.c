@@ -65,6 +65,11 @@ static __always_inline struct sock_state *lb_sock_state_make(void *h, const stru
 	return st;
 }
 
+static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req)
+{
+	return bpf_get_socket_cookie((struct bpf_sock_addr *)h);
+}
+
 /* Set at load time: whether the kernel has bpf_set_retval (Linux 5.18).
  * When it is 0 the verifier never visits the calls below, so the programs
  * load on older kernels, where a rejected connect() fails with EPERM. */
@@ -135,7 +140,7 @@ static __always_inline int revnat4(struct bpf_sock_addr *ctx)
 	struct lb_req req = {};
 
 	req_from_ctx4(&req, ctx);
-	if (lb_revnat(&req, lb_sock_state_peek(ctx, &req))) {
+	if (lb_reverse(&req, ctx)) {
 		ctx->user_ip4 = addr_to_v4(req.addr);
 		ctx->user_port = req.port;
 	}
@@ -148,7 +153,7 @@ static __always_inline int revnat6(struct bpf_sock_addr *ctx)
 	__u32 *w = (__u32 *)req.addr;
 
 	req_from_ctx6(&req, ctx);
-	if (lb_revnat(&req, lb_sock_state_peek(ctx, &req))) {
+	if (lb_reverse(&req, ctx)) {
 		ctx->user_ip6[0] = w[0];
 		ctx->user_ip6[1] = w[1];
 		ctx->user_ip6[2] = w[2];
@@ -181,6 +186,21 @@ int socklb_recvmsg6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }
 
 SEC("cgroup/getpeername6")
 int socklb_getpeername6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }
+
+/* A closing TCP socket's sock_conns entry goes with it, so the LRU holds
+ * open sockets only and never evicts one for a closed one. 1 lets the
+ * close proceed (it cannot be refused anyway). */
+SEC("cgroup/sock_release")
+int socklb_sock_release(struct bpf_sock *sk)
+{
+	__u64 cookie;
+
+	if (sk->protocol != IPPROTO_TCP)
+		return 1;
+	cookie = bpf_get_socket_cookie(sk);
+	bpf_map_delete_elem(&sock_conns, &cookie);
+	return 1;
+}
 
 /* Not a sock_addr hook: the source address exists only once the packet
  * does. 1 lets the packet go. */

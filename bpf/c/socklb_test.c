@@ -69,6 +69,11 @@ static __always_inline struct sock_state *lb_sock_state_make(void *h, const stru
 	return test_sock(req->cookie);
 }
 
+static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req)
+{
+	return req->cookie;
+}
+
 #define CTX_WORDS (sizeof(struct test_ctx) / sizeof(__u64))
 
 /* The verifier only allows context loads and stores at a constant offset
@@ -111,4 +116,4 @@ static __always_inline void ctx_store(struct test_ctx *ctx, struct test_ctx *src
 TEST_PROG(test_translate_connect, lb_translate(&tc.req, &tc.req, LB_COUNT_CONNECT))
 TEST_PROG(test_translate_datagram, lb_translate(&tc.req, &tc.req, LB_COUNT_DATAGRAM))
 TEST_PROG(test_skip_netns, lb_skip_netns(tc.req.client))
-TEST_PROG(test_revnat, lb_revnat(&tc.req, bpf_map_lookup_elem(&test_socks, &tc.req.cookie)))
+TEST_PROG(test_revnat, lb_reverse(&tc.req, &tc.req))

@@ -5,7 +5,7 @@
  * destroy those whose peer is in sock_targets, so the application sees an
  * error (ECONNABORTED) and reconnects through the hooks to a live backend.
  * Only sockets socklb itself translated to that backend are touched (their
- * socket storage, sk_state, names it), so a socket that reached the pod IP directly, or
+ * sock_conns entry or socket storage, sk_state, names it), so a socket that reached the pod IP directly, or
  * through another proxy, is left alone. Unconnected UDP sockets have no
  * peer and are never touched.
  * GPL-only: bpf_sock_destroy is a GPL kfunc. */
@@ -46,12 +46,21 @@ struct {
 	__type(value, __u64);
 } sock_destroyed SEC(".maps");
 
-/* translated_to reports whether socklb sent this socket to t: its socket
- * storage names t as a backend. */
+/* translated_to reports whether socklb sent this socket to t: its
+ * sock_conns entry (a TCP socket) or its socket storage names t as a
+ * backend. */
 static __always_inline int translated_to(struct sock_common *sk, const struct sock_target *t)
 {
-	struct sock_state *st = bpf_sk_storage_get(&sk_state, sk, 0, 0);
+	struct sock_state *st;
 
+	if (t->proto == IPPROTO_TCP) {
+		__u64 cookie = bpf_get_socket_cookie(sk);
+		struct sock_entry *e = bpf_map_lookup_elem(&sock_conns, &cookie);
+
+		if (e && e->backend_port == t->port && addr_eq(e->backend, t->addr))
+			return 1;
+	}
+	st = bpf_sk_storage_get(&sk_state, sk, 0, 0);
 	if (!st)
 		return 0;
 #pragma unroll

@@ -180,6 +180,7 @@ func datapathConfig(f agentFlags, log *slog.Logger) datapath.Config {
 		MaxAffinity: uint32(f.maxAffinity),
 		GrowBudget:  f.mapMemoryBudget,
 		MaxFlows:    uint32(f.maxFlows),
+		MaxSockets:  uint32(f.maxSockets),
 		HostNSOnly:  f.hostNSOnly,
 		PacketLB:    f.packetLB,
 		NATPortMin:  f.natPortMin,

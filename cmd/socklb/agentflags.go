@@ -53,7 +53,7 @@ type agentFlags struct {
 	externalIPCIDRs                     []netip.Prefix
 	packetLB                            bool
 	devices                             []string
-	maxFlows                            uint
+	maxFlows, maxSockets                uint
 	natPortMin, natPortMax              uint16
 	ctEstablished, ctCloseWait          time.Duration
 	procSysNet                          string
@@ -80,12 +80,13 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	fs.UintVar(&c.MaxServices, "max-services", c.MaxServices, "capacity of the services map: frontends (address, port, protocol)")
 	fs.UintVar(&c.MaxBackends, "max-backends", c.MaxBackends, "capacity of the backends map: endpoints summed over all frontends")
 	fs.UintVar(&c.MaxAffinity, "max-affinity", c.MaxAffinity, "capacity of the sessionAffinity LRU: (client, Service port) pairs")
+	fs.UintVar(&c.MaxSockets, "max-sockets", c.MaxSockets, "capacity of the sock_conns LRU: TCP sockets connected through a Service and open at once whose getpeername shows the Service's address (about 100 bytes each, preallocated); past it the oldest lose only that")
 	fs.StringVar(&c.MapMemoryBudget, "map-memory-budget", c.MapMemoryBudget, "kernel memory the maps --max-services and --max-backends size may grow to, estimated full, when the Services need more room (a quantity such as 2Gi); "+
 		"past it the newest Services that do not fit are refused; 0: the maps do not grow. Grown maps keep their size across restarts until --max-* reach it")
 	// Kept so existing DaemonSets still start: per-socket state moved to
 	// socket-local storage, which has no capacity to set.
-	fs.UintVar(&c.MaxRevNAT, "max-revnat", c.MaxRevNAT, "ignored: per-socket state lives in socket-local storage, freed with each socket")
-	_ = fs.MarkDeprecated("max-revnat", "per-socket state lives in socket-local storage, freed with each socket; drop the flag")
+	fs.UintVar(&c.MaxRevNAT, "max-revnat", c.MaxRevNAT, "ignored: a connected TCP socket's state is sized by --max-sockets, every other socket's lives in socket-local storage")
+	_ = fs.MarkDeprecated("max-revnat", "it sized nothing since per-socket state moved to socket-local storage; --max-sockets sizes the connected TCP sockets' map; drop the flag")
 	fs.BoolVar(&c.SocketLBHostNSOnly, "socket-lb-hostns-only", c.SocketLBHostNSOnly, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&c.TerminateSockets, "terminate-sockets", c.TerminateSockets, "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
 	fs.StringSliceVar(&c.DisableKernelFeatures, "disable-kernel-features", c.DisableKernelFeatures, "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy")
@@ -179,7 +180,7 @@ func (o *agentOptions) complete() (agentFlags, error) {
 		healthTimeout: c.HealthzTimeout.Duration, lockTimeout: c.LockTimeout.Duration, pinCheckInterval: c.PinCheckInterval.Duration,
 		hostNSOnly: c.SocketLBHostNSOnly, profiling: c.Profiling, profilingAllowRemote: c.ProfilingAllowRemote,
 		perServiceMetrics: c.PerServiceMetrics, terminateSockets: c.TerminateSockets,
-		packetLB: c.PacketLB, devices: c.Devices, maxFlows: c.MaxFlows,
+		packetLB: c.PacketLB, devices: c.Devices, maxFlows: c.MaxFlows, maxSockets: c.MaxSockets,
 		ctEstablished: c.ConntrackTCPEstablished.Duration, ctCloseWait: c.ConntrackTCPCloseWait.Duration, procSysNet: c.ProcSysNet,
 		logging: &c.Logging,
 	}
@@ -231,7 +232,7 @@ func (o *agentOptions) complete() (agentFlags, error) {
 	if f.mapMemoryBudget, err = parseBudget(c.MapMemoryBudget); err != nil {
 		return f, err
 	}
-	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity, "--max-flows": f.maxFlows} {
+	for name, v := range map[string]uint{"--max-services": f.maxServices, "--max-backends": f.maxBackends, "--max-affinity": f.maxAffinity, "--max-flows": f.maxFlows, "--max-sockets": f.maxSockets} {
 		if v == 0 || v > 1<<31 {
 			return f, fmt.Errorf("%s=%d: must be between 1 and 2^31", name, v)
 		}

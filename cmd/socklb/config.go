@@ -49,6 +49,7 @@ type SocklbConfiguration struct {
 	PacketLB              bool     `json:"packetLB"`
 	Devices               []string `json:"devices,omitempty"`
 	MaxFlows              uint     `json:"maxFlows"`
+	MaxSockets            uint     `json:"maxSockets"`
 	NATPortRange          string   `json:"natPortRange"`
 	// Conntrack timeouts kube-proxy sets on the node; 0 leaves them.
 	ConntrackTCPEstablished metav1.Duration `json:"conntrackTCPTimeoutEstablished"`
@@ -84,6 +85,7 @@ func defaultConfig() *SocklbConfiguration {
 		MaxAffinity:        datapath.DefaultMaxAffinity,
 		MapMemoryBudget:    datapath.DefaultGrowBudget,
 		MaxFlows:           datapath.DefaultMaxFlows,
+		MaxSockets:         datapath.DefaultMaxSockets,
 		ProcSysNet:         "/proc/sys/net",
 		NATPortRange:       fmt.Sprintf("%d-%d", datapath.DefaultNATPortMin, datapath.DefaultNATPortMax),
 		TerminateSockets:   string(datapath.TerminateUDP),

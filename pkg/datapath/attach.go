@@ -35,6 +35,8 @@ var hooks = []hook{
 	{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSendmsg6 }, false},
 	{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbRecvmsg6 }, false},
 	{"getpeername6", ebpf.AttachCgroupInet6GetPeername, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbGetpeername6 }, false},
+	// Last: it only forgets what the connect hooks wrote (sock_conns).
+	{"sock_release", ebpf.AttachCgroupInetSockRelease, func(p *socklbbpf.SocklbPrograms) *ebpf.Program { return p.SocklbSockRelease }, false},
 }
 
 // attachHooks attaches every hook to the cgroup with a pinned bpf_link,

@@ -23,6 +23,7 @@ type Config struct {
 	MaxBackends uint32
 	MaxAffinity uint32
 	MaxFlows    uint32
+	MaxSockets  uint32
 	// GrowBudget bounds the kernel memory (bytes, mapMemory's estimate at
 	// capacity) the maps MaxServices and MaxBackends size may grow to when
 	// the Services need more room (Grow); 0: they keep their sizes.
@@ -65,6 +66,10 @@ const (
 	// Flows from other machines the per-packet path tracks at once, as
 	// conntrack's table; a full table drops new flows, never live ones.
 	DefaultMaxFlows = 1 << 18
+	// Connected TCP sockets translated through a Service and open at once
+	// whose getpeername shows the ClusterIP (sock_conns, a preallocated
+	// LRU: about 100 bytes each); Cilium's --bpf-sock-rev-map-max default.
+	DefaultMaxSockets = 1 << 18
 	// DefaultGrowBudget lets the default maps (about 600 MiB full on 2
 	// CPUs, 1.6 GiB on 64: mapMemory) grow about twice over on small
 	// nodes; a quantity, as --map-memory-budget takes it.
@@ -90,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxFlows == 0 {
 		c.MaxFlows = DefaultMaxFlows
+	}
+	if c.MaxSockets == 0 {
+		c.MaxSockets = DefaultMaxSockets
 	}
 	ft, def := &c.FlowTimeouts, DefaultFlowTimeouts
 	for _, f := range []struct{ v, d *time.Duration }{{&ft.TCPSyn, &def.TCPSyn}, {&ft.TCPEstablished, &def.TCPEstablished},

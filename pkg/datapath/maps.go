@@ -73,6 +73,9 @@ var mapTable = []mapDef{
 		key: socklbbpf.SocklbMemberKey{}, value: uint32(0)},
 	{name: socklbbpf.SocklbMapAffinity, owner: objHooks, size: func(c Config) uint32 { return c.MaxAffinity }, flag: "--max-affinity",
 		key: socklbbpf.SocklbAffinityKey{}, value: socklbbpf.SocklbAffinityValue{}},
+	// Connected TCP sockets translated and still open, by cookie (an LRU).
+	{name: socklbbpf.SocklbMapSockConns, owner: objHooks, size: func(c Config) uint32 { return c.MaxSockets }, flag: "--max-sockets",
+		key: uint64(0), value: socklbbpf.SocklbSockEntry{}},
 	{name: socklbbpf.SocklbMapSkState, owner: objHooks,
 		key: int32(0), value: socklbbpf.SocklbSockState{}},
 	{name: socklbbpf.SocklbMapSockEvents, owner: objHooks,

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	socklbbpf "github.com/socklb/socklb/bpf"
 	"github.com/socklb/socklb/internal/lab"
 )
 
@@ -354,4 +357,76 @@ func TestEmptyUDPServiceRefusesAtConnect(t *testing.T) {
 	if res.Replies["pod1"] != 3 {
 		t.Errorf("a new dial once the endpoint exists: %v, errors %v; want 3 by pod1", res.Replies, res.Errors)
 	}
+}
+
+// TestTCPStateOutlivesClosedSockets: a TCP socket connected through a
+// Service keeps its state in sock_conns, an LRU keyed by socket cookie, and
+// the sock_release hook deletes a socket's entry when it closes. So however
+// many short connections come and go (300, through a 64-entry map), a held
+// connection keeps the state getpeername and socket termination need, and
+// the map holds no closed socket: here the held socket is still destroyed
+// when its pod leaves, and once every client has closed, the map is empty.
+func TestTCPStateOutlivesClosedSockets(t *testing.T) {
+	e := startWith(t, threePods, map[string]string{
+		"svc.yaml": svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
+	}, "--terminate-sockets", "all", "--max-sockets", "64")
+	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.244.1.11:8080")
+	conns, err := ebpf.LoadPinnedMap(e.mapPin("sock_conns"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conns.Close()
+	if conns.MaxEntries() != 64 {
+		t.Fatalf("sock_conns holds %d entries, want --max-sockets=64", conns.MaxEntries())
+	}
+
+	held := make(chan *lab.Result, 1)
+	go func() {
+		r, err := e.client().RunResult(e.ctx(), e.cg, "tcp-hold", "--addr", vip+":80", "--duration", "8s")
+		if err != nil {
+			t.Error(err)
+		}
+		held <- r
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.lab.Counts("tcp")["pod1"] < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held socket did not reach pod1: %v", e.lab.Counts("tcp"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := tcpN(t, e, e.client(), vip+":80", 300); res.OK != 300 {
+		t.Fatalf("300 TCP connects: replies %v errors %v", res.Replies, res.Errors)
+	}
+	if n := countEntries(t, conns); n != 1 {
+		t.Errorf("sock_conns holds %d entries with one socket open, want 1: closed sockets' entries were not deleted", n)
+	}
+	e.writeManifest("svc.yaml", svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.12", "node-a")))
+	e.waitInspect(10*time.Second, "10.244.1.12:8080")
+	r := <-held
+	if r == nil {
+		t.FailNow()
+	}
+	if r.Errors["ECONNABORTED"] != 1 {
+		t.Errorf("the held TCP socket was not destroyed when its pod left (its sock_conns entry lost?): %+v\n%s", r, e.agentLog())
+	}
+	if n := countEntries(t, conns); n != 0 {
+		t.Errorf("sock_conns holds %d entries after every socket closed, want 0", n)
+	}
+}
+
+func countEntries(t *testing.T, m *ebpf.Map) int {
+	t.Helper()
+	var (
+		k uint64
+		n int
+	)
+	it := m.Iterate()
+	for it.Next(&k, new(socklbbpf.SocklbSockEntry)) {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("reading %s: %v", m, err)
+	}
+	return n
 }
