@@ -63,7 +63,13 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 	}
 	defer statsOn.Close()
 
-	m := &measurer{ctx: ctx, w: w, cfg: cfg, pod: pods[0]}
+	empty, err := newEmptyHook()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, empty.Close()) }()
+
+	m := &measurer{ctx: ctx, w: w, cfg: cfg, pod: pods[0], empty: empty}
 	defer func() { m.progs.Close() }()
 	for _, n := range cfg.sizes {
 		want, err := desired(n, pods, lab.DefaultTCPPort, lab.DefaultUDPPort)
@@ -99,12 +105,13 @@ type measurer struct {
 	progs datapath.HookPrograms
 	cfg   config
 	pod   netip.Addr
+	empty *emptyHook
 }
 
 // size runs the rounds at one size. Rounds alternate which dataplane goes
 // first, so a load change on the shared machine hits both alike.
 func (m *measurer) size(n int) (*sizeResult, error) {
-	sz := &sizeResult{Services: n, Hooks: map[string]progStats{}, PassHooks: map[string]progStats{}}
+	sz := &sizeResult{Services: n, Hooks: map[string]progStats{}, PassHooks: map[string]progStats{}, EmptyHooks: map[string]progStats{}}
 	vip := measuredVIP.String()
 	tcpVIP, udpVIP := vip+":"+strconv.Itoa(vipTCPPort), vip+":"+strconv.Itoa(vipUDPPort)
 	tcpPod := netip.AddrPortFrom(m.pod, lab.DefaultTCPPort).String()
@@ -121,17 +128,20 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 	}
 	for i := 0; i < m.cfg.rounds; i++ {
 		var rd round
-		order := []dataplane{viaSocklb, direct, passthrough}
-		order = append(order[i%3:], order[:i%3]...)
+		order := []dataplane{viaSocklb, direct, passthrough, emptyProg}
+		order = append(order[i%4:], order[:i%4]...)
 		for _, dpl := range order {
 			cg, tcpAddr, udpAddr := (*lab.Cgroup)(nil), tcpPod, udpPod
+			stats := m.progs.Stats
 			switch dpl {
 			case viaSocklb:
 				cg, tcpAddr, udpAddr = m.w.Cgroup, tcpVIP, udpVIP
 			case passthrough:
 				cg = m.w.Cgroup
+			case emptyProg:
+				cg, stats = m.empty.cg, m.empty.stats
 			}
-			before, err := m.progs.Stats()
+			before, err := stats()
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +153,7 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			after, err := m.progs.Stats()
+			after, err := stats()
 			if err != nil {
 				return nil, err
 			}
@@ -154,6 +164,9 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 			case passthrough:
 				rd.Passthrough = pair{TCP: tcp, UDP: udp}
 				add(sz.PassHooks, datapath.SubStats(before, after))
+			case emptyProg:
+				rd.Empty = pair{TCP: tcp, UDP: udp}
+				add(sz.EmptyHooks, datapath.SubStats(before, after))
 			default:
 				rd.Direct = pair{TCP: tcp, UDP: udp}
 			}
@@ -165,15 +178,17 @@ func (m *measurer) size(n int) (*sizeResult, error) {
 	return sz, nil
 }
 
-// The three ways the client reaches a pod: through the ClusterIP, to the
-// pod IP with no hooks at all, and to the pod IP with the hooks attached
-// (what every pod-to-pod connect in socklb's cgroup pays: a Service miss).
+// The ways the client reaches a pod: through the ClusterIP, to the pod IP
+// with no hooks at all, to the pod IP with the hooks attached (what every
+// pod-to-pod connect in socklb's cgroup pays: a Service miss), and to the
+// pod IP from a cgroup with only an empty connect4 program (emptyHook).
 type dataplane int
 
 const (
 	viaSocklb dataplane = iota
 	direct
 	passthrough
+	emptyProg
 )
 
 func add(sum, d map[string]progStats) {

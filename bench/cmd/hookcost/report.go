@@ -36,6 +36,10 @@ type sizeResult struct {
 	// PassHooks is the same for connects and datagrams to the pod IP with
 	// the hooks attached: a Service miss.
 	PassHooks map[string]progStats `json:"passthrough_hooks,omitempty"`
+	// EmptyHooks is emptyHook's connect4 over the same rounds' connects
+	// to the pod IP from its own cgroup: the floor (runs of 2026-12-02
+	// and later).
+	EmptyHooks map[string]progStats `json:"empty_hooks,omitempty"`
 	// TranslateAlone is lb_translate's SEC("syscall") wrapper, no socket.
 	TranslateAlone progStats `json:"translate_alone"`
 	Rounds         []round   `json:"rounds"`
@@ -45,6 +49,7 @@ type round struct {
 	Socklb      pair `json:"socklb"`
 	Direct      pair `json:"direct"`
 	Passthrough pair `json:"passthrough,omitempty"`
+	Empty       pair `json:"empty_program,omitempty"`
 }
 
 type pair struct {
@@ -128,6 +133,10 @@ func (r *run) print(w io.Writer) {
 		fmt.Fprintf(w, "N=%d\n", s.Services)
 		printHooks(w, "", s.Hooks)
 		printHooks(w, "pod IP, hooks attached: ", s.PassHooks)
+		printHooks(w, "pod IP, an empty program: ", s.EmptyHooks)
+		if c, e := s.Hooks["connect4"], s.EmptyHooks["connect4"]; c.RunCount > 0 && e.RunCount > 0 && e.RunTimeNS > 0 {
+			fmt.Fprintf(w, "  connect4 through the ClusterIP / empty connect4: %.2f\n", perCall(c)/perCall(e))
+		}
 		if a := s.TranslateAlone; a.RunCount > 0 {
 			fmt.Fprintf(w, "  %-13s %7.1f ns/call  (%d test runs: lb_translate without a socket)\n", "translate", float64(a.RunTimeNS)/float64(a.RunCount), a.RunCount)
 		}
@@ -152,9 +161,11 @@ func printHooks(w io.Writer, what string, hooks map[string]progStats) {
 		if h.RunCount == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "  %s%-13s %7.1f ns/call  (%d calls)\n", what, n, float64(h.RunTimeNS)/float64(h.RunCount), h.RunCount)
+		fmt.Fprintf(w, "  %s%-13s %7.1f ns/call  (%d calls)\n", what, n, perCall(h), h.RunCount)
 	}
 }
+
+func perCall(h progStats) float64 { return float64(h.RunTimeNS) / float64(h.RunCount) }
 
 // ratios are each round's socklb over direct, sorted.
 func (s sizeResult) ratios() (tcp, udp []float64) {
