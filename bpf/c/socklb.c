@@ -198,7 +198,10 @@ int socklb_sock_release(struct bpf_sock *sk)
 	if (sk->protocol != IPPROTO_TCP)
 		return 1;
 	cookie = bpf_get_socket_cookie(sk);
-	bpf_map_delete_elem(&sock_conns, &cookie);
+	/* Most sockets closing were never translated: a lookup takes no lock,
+	 * a delete takes the bucket's whether or not the key is there. */
+	if (bpf_map_lookup_elem(&sock_conns, &cookie))
+		bpf_map_delete_elem(&sock_conns, &cookie);
 	return 1;
 }
 

@@ -356,8 +356,8 @@ func servingGeneration(e *env, prev map[int]bool) (string, map[int]bool, string)
 	links, err := os.ReadDir(filepath.Join(e.fs.Path(), "links"))
 	// No Service here has loadBalancerSourceRanges, so the egress hook,
 	// attached only for them, is not.
-	if err != nil || len(links) != 8 {
-		return "", nil, fmt.Sprintf("links pinned: %d (%v), want the 8 sock_addr hooks", len(links), err)
+	if err != nil || len(links) != 9 {
+		return "", nil, fmt.Sprintf("links pinned: %d (%v), want the 8 sock_addr hooks and sock_release", len(links), err)
 	}
 	progs := map[int]bool{}
 	for _, l := range links {
