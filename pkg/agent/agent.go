@@ -235,6 +235,7 @@ func (a *Agent) sync(full bool) bool {
 	}
 	a.cfg.HealthChecks.Sync(a.refused.checks(r.checks))
 	a.observeProgramming(r.triggers, r.state, res, done)
+	a.observeReceived(r.received, r.state, res, done)
 	a.health.SyncNode(r.node)
 	ok := len(res.Failed) == 0 && remoteOK
 	if ok {
@@ -299,6 +300,30 @@ func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time
 		for _, t := range ts {
 			a.metrics.observeProgramming(done.Sub(t))
 		}
+	}
+}
+
+// observeReceived records the agent's own part of the programming latency:
+// for every Service a change of which this sync read, the time from the
+// first of those changes reaching the agent to now, when the maps hold it.
+// Unlike observeProgramming it holds no API server and no controller, and
+// it covers Service changes too. A Service whose frontend failed or was
+// refused is not timed: its change is not in the maps.
+func (a *Agent) observeReceived(received map[types.NamespacedName]time.Time, state servicemap.State, res datapath.ApplyResult, done time.Time) {
+	if len(received) == 0 {
+		return
+	}
+	failed := map[types.NamespacedName]bool{}
+	for k := range res.Failed {
+		if fe, ok := state[k]; ok {
+			failed[fe.Service] = true
+		}
+	}
+	for svc, t := range received {
+		if _, refused := a.refused.services[svc]; refused || failed[svc] {
+			continue
+		}
+		a.metrics.observeReceived(done.Sub(t))
 	}
 }
 

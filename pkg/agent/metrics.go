@@ -25,6 +25,7 @@ type Metrics struct {
 	syncFull           prometheus.Histogram
 	syncPartial        prometheus.Histogram
 	networkProgramming prometheus.Histogram
+	eventToProgrammed  prometheus.Histogram
 	lastSync           prometheus.Gauge
 	lastQueued         prometheus.Gauge
 	serviceChangesPend prometheus.GaugeFunc
@@ -88,6 +89,12 @@ func newMetrics(pending func() changeCount) *Metrics {
 			Help: "From an EndpointSlice change (its endpoints.kubernetes.io/last-change-trigger-time annotation) " +
 				"to the BPF maps holding it, per changed EndpointSlice (kubeproxy_network_programming_duration_seconds).",
 			Buckets: NetworkProgrammingBuckets(),
+		}),
+		eventToProgrammed: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "socklb_event_to_programmed_duration_seconds",
+			Help: "From a Service or EndpointSlice change reaching the agent (its informer event) to the BPF maps holding it, per changed Service: " +
+				"the agent's own part of socklb_network_programming_duration_seconds, without the API server and the EndpointSlice controller.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
 		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "socklb_sync_proxy_rules_last_timestamp_seconds",
@@ -190,7 +197,7 @@ func newMetrics(pending func() changeCount) *Metrics {
 	// The Go runtime and the process, as every Kubernetes component
 	// exports them: RSS, CPU, open files, goroutines, GC pauses.
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), peakRSS("/proc/self/status"))
-	m.Registry.MustRegister(m.syncDuration, m.syncFull, m.syncPartial, m.networkProgramming, m.lastSync, m.lastQueued,
+	m.Registry.MustRegister(m.syncDuration, m.syncFull, m.syncPartial, m.networkProgramming, m.eventToProgrammed, m.lastSync, m.lastQueued,
 		m.serviceChangesPend, m.serviceChanges, m.endpointChangesPen, m.endpointChanges,
 		m.frontends, m.backends, m.programmedFE, m.programmedBE, m.services, m.noLocalEndpoints,
 		m.problems, m.problemsTotal, m.refusedExternalIPs, m.refusedServices, m.pinsRepairedTotal, m.failures, m.upserts, m.removals, m.healthzTotal, m.livezTotal)
@@ -261,6 +268,11 @@ func (m *Metrics) observeSync(d time.Duration, done time.Time, full bool, tot se
 // observeProgramming records one network programming latency.
 func (m *Metrics) observeProgramming(d time.Duration) {
 	m.networkProgramming.Observe(d.Seconds())
+}
+
+// observeReceived records one change's time inside the agent.
+func (m *Metrics) observeReceived(d time.Duration) {
+	m.eventToProgrammed.Observe(d.Seconds())
 }
 
 // setProblems names every object skipped by the last sync: the set is small

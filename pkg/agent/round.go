@@ -29,6 +29,7 @@ type round struct {
 	checks   []servicemap.HealthCheck
 	node     *corev1.Node
 	triggers map[types.NamespacedName][]time.Time
+	received map[types.NamespacedName]time.Time // Changes.Received
 	changes  changeCount
 	// addrsChanged: this node's interface addresses differ from the last
 	// sync's (an address event, or one seen with an API change).
@@ -49,7 +50,7 @@ func (a *Agent) read(full bool) round {
 		return a.readSnapshot()
 	}
 	ch := t.Checkout()
-	r := round{changes: changeCount{services: ch.ServiceObjects, slices: ch.SliceObjects}, triggers: a.sinceStart(ch.Triggers)}
+	r := round{changes: changeCount{services: ch.ServiceObjects, slices: ch.SliceObjects}, triggers: a.sinceStart(ch.Triggers), received: ch.Received}
 	if !full && !ch.Node {
 		// NodeInput holds this Node alone. Every Node is listed, once
 		// for both uses, only when the other Nodes changed (their

@@ -28,8 +28,10 @@ type fakeTracked struct {
 	byName map[types.NamespacedName]servicemap.ServiceObjects
 	nodes  []*corev1.Node
 	dirty  map[types.NamespacedName]bool
-	node   bool
-	remote bool
+	// received: when each dirty Service's first change arrived.
+	received map[types.NamespacedName]time.Time
+	node     bool
+	remote   bool
 	// nodesCalls counts Nodes(): the other Nodes are read only when needed.
 	nodesCalls int
 	kick       func()
@@ -40,7 +42,7 @@ var _ source.Tracked = (*fakeTracked)(nil)
 
 func newFakeTracked(in model.Input) *fakeTracked {
 	f := &fakeTracked{byName: map[types.NamespacedName]servicemap.ServiceObjects{}, dirty: map[types.NamespacedName]bool{},
-		nodes: in.Nodes, ready: make(chan struct{})}
+		received: map[types.NamespacedName]time.Time{}, nodes: in.Nodes, ready: make(chan struct{})}
 	for _, s := range in.Services {
 		nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 		o := f.byName[nn]
@@ -67,9 +69,17 @@ func (f *fakeTracked) Run(ctx context.Context, changed func()) error {
 }
 
 func (f *fakeTracked) put(nn types.NamespacedName, o servicemap.ServiceObjects) {
+	f.putAt(nn, o, time.Now())
+}
+
+// putAt is put of a change that reached the agent at received.
+func (f *fakeTracked) putAt(nn types.NamespacedName, o servicemap.ServiceObjects, received time.Time) {
 	f.mu.Lock()
 	f.byName[nn] = o
 	f.dirty[nn] = true
+	if _, ok := f.received[nn]; !ok {
+		f.received[nn] = received
+	}
 	kick := f.kick
 	f.mu.Unlock()
 	if kick != nil {
@@ -114,8 +124,8 @@ func (f *fakeTracked) Snapshot() model.Input {
 func (f *fakeTracked) Checkout() source.Changes {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ch := source.Changes{Services: f.dirty, Node: f.node, RemoteNodes: f.remote, SliceObjects: len(f.dirty)}
-	f.dirty, f.node, f.remote = map[types.NamespacedName]bool{}, false, false
+	ch := source.Changes{Services: f.dirty, Received: f.received, Node: f.node, RemoteNodes: f.remote, SliceObjects: len(f.dirty)}
+	f.dirty, f.received, f.node, f.remote = map[types.NamespacedName]bool{}, map[types.NamespacedName]time.Time{}, false, false
 	return ch
 }
 
@@ -314,4 +324,64 @@ func TestSyncWritesOnlyTheChange(t *testing.T) {
 		t.Fatalf("a node change: %d full applies, want 2", full)
 	}
 	check("node change")
+}
+
+// TestAgentTimesEachChangeFromItsArrival: socklb_event_to_programmed_
+// duration_seconds times each changed Service from its change reaching
+// the agent to the sync that wrote it, once per Service whatever the
+// number of its changes in between (the earliest counts), and not for a
+// Service whose frontend failed to program.
+func TestAgentTimesEachChangeFromItsArrival(t *testing.T) {
+	const name = "socklb_event_to_programmed_duration_seconds"
+	src := newFakeTracked(bigSnapshot(5))
+	dp := &deltaApplier{fail: map[string]bool{}}
+	a, wait := runTracked(t, src, Config{Datapath: dp, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RetryMin: time.Hour})
+	wait()
+	if n := countOf(t, a.metrics, name); n != 0 {
+		t.Fatalf("%d samples after the first sync, which read no change event, want 0", n)
+	}
+
+	// Two changes of svc-1, the first 400 ms before the agent could see
+	// it (a busy agent), and one of svc-2, now, read by one sync.
+	nn1 := types.NamespacedName{Namespace: "default", Name: "svc-1"}
+	nn2 := types.NamespacedName{Namespace: "default", Name: "svc-2"}
+	o1, o2 := src.ServiceObjects(nn1), src.ServiceObjects(nn2)
+	src.mu.Lock() // both land before the agent's next checkout
+	kick := src.kick
+	src.kick = nil
+	src.mu.Unlock()
+	src.putAt(nn1, trimmed(o1, 3), time.Now().Add(-400*time.Millisecond))
+	src.put(nn1, trimmed(o1, 2))
+	src.put(nn2, trimmed(o2, 2))
+	src.mu.Lock()
+	src.kick = kick
+	src.mu.Unlock()
+	kick()
+	wait()
+	if n := countOf(t, a.metrics, name); n != 2 {
+		t.Fatalf("%d samples for two changed Services, want 2", n)
+	}
+	if s := sumOf(t, a.metrics, name); s < 0.4 || s > 5 {
+		t.Errorf("samples sum to %.3fs, want a little over 0.4s (svc-1 timed from its first change)", s)
+	}
+
+	// A change whose frontend fails is not in the maps: not timed.
+	dp.mu.Lock()
+	dp.fail["svc-3"] = true
+	dp.mu.Unlock()
+	nn3 := types.NamespacedName{Namespace: "default", Name: "svc-3"}
+	src.put(nn3, trimmed(src.ServiceObjects(nn3), 2))
+	if ok := wait(); ok {
+		t.Fatal("the sync with a failing frontend reported success")
+	}
+	if n := countOf(t, a.metrics, name); n != 2 {
+		t.Errorf("%d samples after a change that failed to program, want still 2", n)
+	}
+}
+
+// trimmed is o with its first slice cut to n endpoints.
+func trimmed(o servicemap.ServiceObjects, n int) servicemap.ServiceObjects {
+	sl := o.Slices[0].DeepCopy()
+	sl.Endpoints = sl.Endpoints[:n]
+	return servicemap.ServiceObjects{Service: o.Service, Slices: []*discoveryv1.EndpointSlice{sl}}
 }

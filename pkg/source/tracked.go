@@ -60,4 +60,9 @@ type Changes struct {
 	// ServiceObjects and SliceObjects count the objects changed, as
 	// kube-proxy's *_changes_total count them.
 	ServiceObjects, SliceObjects int
+	// Received holds, per Service in Services, when the first of its
+	// changes in this checkout reached the agent (the informer handler
+	// ran): the start of the agent's own part of the programming latency,
+	// whatever the API server and the EndpointSlice controller took.
+	Received map[types.NamespacedName]time.Time
 }

@@ -21,6 +21,7 @@ type changes struct {
 	mu          sync.Mutex
 	services    map[types.NamespacedName]bool
 	triggers    map[types.NamespacedName][]time.Time
+	received    map[types.NamespacedName]time.Time
 	node        bool
 	remoteNodes bool
 	// svcObjs and sliceObjs are the distinct objects changed.
@@ -37,6 +38,7 @@ func newChanges(nodeName string) *changes {
 func (c *changes) reset() {
 	c.services = map[types.NamespacedName]bool{}
 	c.triggers = map[types.NamespacedName][]time.Time{}
+	c.received = map[types.NamespacedName]time.Time{}
 	c.svcObjs = map[types.NamespacedName]bool{}
 	c.sliceObjs = map[types.NamespacedName]bool{}
 	c.node, c.remoteNodes = false, false
@@ -45,7 +47,7 @@ func (c *changes) reset() {
 func (c *changes) checkout() source.Changes {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := source.Changes{Services: c.services, Triggers: c.triggers, Node: c.node, RemoteNodes: c.remoteNodes,
+	out := source.Changes{Services: c.services, Triggers: c.triggers, Received: c.received, Node: c.node, RemoteNodes: c.remoteNodes,
 		ServiceObjects: len(c.svcObjs), SliceObjects: len(c.sliceObjs)}
 	c.reset()
 	return out
@@ -65,8 +67,17 @@ func (c *changes) service(obj any) {
 	nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.services[nn] = true
+	c.touch(nn)
 	c.svcObjs[nn] = true
+}
+
+// touch marks svc changed, noting when its first pending change arrived.
+// The caller holds mu.
+func (c *changes) touch(svc types.NamespacedName) {
+	c.services[svc] = true
+	if _, ok := c.received[svc]; !ok {
+		c.received[svc] = time.Now()
+	}
 }
 
 // slice records a slice's add, update (old and new) or delete; trigger
@@ -79,7 +90,7 @@ func (c *changes) slice(obj any, trigger bool) {
 	svc := sliceService(s)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.services[svc] = true
+	c.touch(svc)
 	c.sliceObjs[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = true
 	if !trigger {
 		return

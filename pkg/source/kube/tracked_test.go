@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -186,4 +187,36 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// TestChangesRecordWhenEachArrived: a checkout says, per changed Service,
+// when its first change since the last checkout reached the handlers:
+// a Service event or a slice event for it, a later one not moving it.
+func TestChangesRecordWhenEachArrived(t *testing.T) {
+	c := newChanges("n1")
+	svcs, sls := c.handlers("services", func() {}), c.handlers("endpointslices", func() {})
+	web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
+	dbSlice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}}
+	webNN, dbNN := types.NamespacedName{Namespace: "default", Name: "web"}, types.NamespacedName{Namespace: "default", Name: "db"}
+
+	before := time.Now()
+	svcs.OnAdd(web, false)
+	sls.OnAdd(dbSlice, false)
+	between := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	svcs.OnUpdate(web, web)
+	ch := c.checkout()
+	for nn, lo := range map[types.NamespacedName]time.Time{webNN: before, dbNN: before} {
+		got, ok := ch.Received[nn]
+		if !ok || got.Before(lo) || got.After(between) {
+			t.Errorf("%s received at %v (recorded %v), want its first event, between %v and %v", nn, got, ok, lo, between)
+		}
+	}
+	if len(ch.Received) != 2 {
+		t.Errorf("received %v, want web and db", ch.Received)
+	}
+	if ch := c.checkout(); len(ch.Received) != 0 {
+		t.Errorf("a checkout with no event since the last has received %v", ch.Received)
+	}
 }
