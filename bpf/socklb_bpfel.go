@@ -246,6 +246,7 @@ const (
 	SocklbProgSocklbSendmsg6     = "socklb_sendmsg6"
 	SocklbProgSocklbSockRelease  = "socklb_sock_release"
 	SocklbVarFlowEventCount      = "flow_event_count"
+	SocklbVarHaveKernCtx         = "have_kern_ctx"
 	SocklbVarHaveSetRetval       = "have_set_retval"
 	SocklbVarHostNetnsCookie     = "host_netns_cookie"
 	SocklbVarHostnsOnly          = "hostns_only"
@@ -331,6 +332,7 @@ type SocklbMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SocklbVariableSpecs struct {
 	FlowEventCount  *ebpf.VariableSpec `ebpf:"flow_event_count"`
+	HaveKernCtx     *ebpf.VariableSpec `ebpf:"have_kern_ctx"`
 	HaveSetRetval   *ebpf.VariableSpec `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.VariableSpec `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.VariableSpec `ebpf:"hostns_only"`
@@ -398,6 +400,7 @@ func (m *SocklbMaps) Close() error {
 // It can be passed to LoadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SocklbVariables struct {
 	FlowEventCount  *ebpf.Variable `ebpf:"flow_event_count"`
+	HaveKernCtx     *ebpf.Variable `ebpf:"have_kern_ctx"`
 	HaveSetRetval   *ebpf.Variable `ebpf:"have_set_retval"`
 	HostNetnsCookie *ebpf.Variable `ebpf:"host_netns_cookie"`
 	HostnsOnly      *ebpf.Variable `ebpf:"hostns_only"`

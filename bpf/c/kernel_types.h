@@ -26,7 +26,13 @@ struct in6_addr___sl {
 	__u32 s6_addr32[4];
 };
 
+struct atomic64___sl {
+	__s64 counter;
+};
+
 struct sock_common {
+	/* 0 until something asks for the socket's cookie. */
+	struct atomic64___sl skc_cookie;
 	__be32 skc_daddr;
 	__be16 skc_dport;
 	unsigned short skc_family;
@@ -38,6 +44,8 @@ struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
 } CORE;
+
+struct tcp_sock;
 
 struct bpf_iter_meta {
 	void *seq;

@@ -55,8 +55,11 @@ static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req);
 /* The socket's state if it has any; lb_sock_state_make creates it. */
 static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req);
 static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req);
-/* The socket's cookie, the key of its sock_conns entry. */
+/* The socket's cookie, the key of its sock_conns entry; lb_sock_cookie_peek
+ * is 0 when the socket has none yet, which no socket the hooks recorded
+ * lacks (recording takes it). */
 static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req);
+static __always_inline __u64 lb_sock_cookie_peek(void *h, const struct lb_req *req);
 
 /* lb_client is the client's netns cookie, fetched once. A namespace's
  * cookie is never 0, so 0 means not fetched yet. */
@@ -508,9 +511,11 @@ static __always_inline int lb_translate(struct lb_req *req, void *h, enum lb_cou
  * it did. */
 static __always_inline int lb_revnat_conn(struct lb_req *req, __u64 cookie)
 {
-	struct sock_entry *v = bpf_map_lookup_elem(&sock_conns, &cookie);
-	struct sock_entry e;
+	struct sock_entry *v, e;
 
+	if (!cookie)
+		return 0;
+	v = bpf_map_lookup_elem(&sock_conns, &cookie);
 	if (!v)
 		return 0;
 	e = *v;
@@ -548,7 +553,7 @@ static __always_inline int lb_revnat(struct lb_req *req, const struct sock_state
  * sock_conns). */
 static __always_inline int lb_reverse(struct lb_req *req, void *h)
 {
-	if (req->proto == IPPROTO_TCP && lb_revnat_conn(req, lb_sock_cookie(h, req)))
+	if (req->proto == IPPROTO_TCP && lb_revnat_conn(req, lb_sock_cookie_peek(h, req)))
 		return 1;
 	return lb_revnat(req, lb_sock_state_peek(h, req));
 }

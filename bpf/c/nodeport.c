@@ -31,6 +31,7 @@ static __always_inline __u64 lb_sock_client(void *h, const struct lb_req *req) {
 static __always_inline struct sock_state *lb_sock_state_peek(void *h, const struct lb_req *req) { return NULL; }
 static __always_inline struct sock_state *lb_sock_state_make(void *h, const struct lb_req *req) { return NULL; }
 static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req) { return 0; }
+static __always_inline __u64 lb_sock_cookie_peek(void *h, const struct lb_req *req) { return 0; }
 
 static __always_inline int drop(enum flow_event ev)
 {

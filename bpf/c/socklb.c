@@ -5,6 +5,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "addr.h"
+#include "kernel_types.h"
 #include "lb.h"
 #include "srccheck.h"
 
@@ -68,6 +69,29 @@ static __always_inline struct sock_state *lb_sock_state_make(void *h, const stru
 static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req)
 {
 	return bpf_get_socket_cookie((struct bpf_sock_addr *)h);
+}
+
+/* tcp_cookie_peek is a TCP socket's cookie if it has one, else 0, without
+ * making one: bpf_get_socket_cookie would make it, and looking a fresh
+ * cookie up in sock_conns is a cold hash bucket on every getpeername and
+ * close of the sockets socklb never translated (most of them: pod-to-pod).
+ * The read goes through the kernel's struct sock (BTF), 0 for a socket
+ * that is not a full TCP one. */
+static __always_inline __u64 tcp_cookie_peek(struct bpf_sock *sk)
+{
+	struct sock *s;
+
+	if (!sk)
+		return 0;
+	s = (struct sock *)bpf_skc_to_tcp_sock(sk);
+	if (!s)
+		return 0;
+	return s->__sk_common.skc_cookie.counter;
+}
+
+static __always_inline __u64 lb_sock_cookie_peek(void *h, const struct lb_req *req)
+{
+	return tcp_cookie_peek(((struct bpf_sock_addr *)h)->sk);
 }
 
 /* Set at load time: whether the kernel has bpf_set_retval (Linux 5.18).
@@ -190,6 +214,11 @@ int socklb_getpeername6(struct bpf_sock_addr *ctx) { return revnat6(ctx); }
 /* A closing TCP socket's sock_conns entry goes with it, so the LRU holds
  * open sockets only and never evicts one for a closed one. 1 lets the
  * close proceed (it cannot be refused anyway). */
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym __weak;
+
+/* Set at load time: whether the kernel has bpf_cast_to_kern_ctx (6.2). */
+volatile const __u8 have_kern_ctx = 1;
+
 SEC("cgroup/sock_release")
 int socklb_sock_release(struct bpf_sock *sk)
 {
@@ -197,10 +226,16 @@ int socklb_sock_release(struct bpf_sock *sk)
 
 	if (sk->protocol != IPPROTO_TCP)
 		return 1;
-	cookie = bpf_get_socket_cookie(sk);
-	/* Most sockets closing were never translated: a lookup takes no lock,
-	 * a delete takes the bucket's whether or not the key is there. */
-	if (bpf_map_lookup_elem(&sock_conns, &cookie))
+	/* A socket with no cookie was never recorded (recording takes it),
+	 * and most sockets closing were never translated: the kernel's own
+	 * socket says so without making one. Without the kfunc the cookie is
+	 * made, and looked up. A lookup takes no lock; a delete takes the
+	 * bucket's whether or not the key is there. */
+	if (have_kern_ctx)
+		cookie = ((struct sock *)bpf_cast_to_kern_ctx(sk))->__sk_common.skc_cookie.counter;
+	else
+		cookie = bpf_get_socket_cookie(sk);
+	if (cookie && bpf_map_lookup_elem(&sock_conns, &cookie))
 		bpf_map_delete_elem(&sock_conns, &cookie);
 	return 1;
 }

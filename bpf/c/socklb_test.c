@@ -74,6 +74,11 @@ static __always_inline __u64 lb_sock_cookie(void *h, const struct lb_req *req)
 	return req->cookie;
 }
 
+static __always_inline __u64 lb_sock_cookie_peek(void *h, const struct lb_req *req)
+{
+	return req->cookie;
+}
+
 #define CTX_WORDS (sizeof(struct test_ctx) / sizeof(__u64))
 
 /* The verifier only allows context loads and stores at a constant offset

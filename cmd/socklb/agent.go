@@ -54,7 +54,7 @@ SocklbConfiguration file (--config); flags given here override it.`,
 	for flag, values := range map[string][]string{
 		"terminate-sockets":       {"none", "udp", "all"},
 		"logging-format":          {"text", "json"},
-		"disable-kernel-features": {string(datapath.FeatureSetRetval), string(datapath.FeatureSockDestroy)},
+		"disable-kernel-features": {string(datapath.FeatureSetRetval), string(datapath.FeatureSockDestroy), string(datapath.FeatureKernCtx)},
 		"nodeport-addresses":      {"primary", "localhost", "all"},
 	} {
 		_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))

@@ -16,10 +16,11 @@ import (
 // SO_NETNS_COOKIE it stays 0, which the hooks read as "every namespace is
 // the host's" (a pod's own 127.0.0.1:<nodePort> listener is then shadowed).
 //
-// have_set_retval leaves bpf_set_retval out of the verified program on a
-// kernel without it: the verifier skips the branch a constant rules out.
+// have_set_retval and have_kern_ctx leave bpf_set_retval and the
+// bpf_cast_to_kern_ctx kfunc out of the verified program on a kernel
+// without them: the verifier skips the branch a constant rules out.
 func setConstants(spec *ebpf.CollectionSpec, cfg Config, setRetval bool) error {
-	consts := map[string]any{"have_set_retval": boolByte(setRetval)}
+	consts := map[string]any{"have_set_retval": boolByte(setRetval), "have_kern_ctx": boolByte(probeKernCtx(cfg) == nil)}
 	cookie, err := ownNetnsCookie()
 	switch {
 	case err == nil:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 )
 
@@ -24,10 +25,15 @@ const (
 	// socket iterators (Linux 6.5). Without it sockets connected to a
 	// removed backend are not destroyed (--terminate-sockets is off).
 	FeatureSockDestroy Feature = "sock_destroy"
+	// FeatureKernCtx is the bpf_cast_to_kern_ctx kfunc (Linux 6.2): the
+	// sock_release hook reads a closing socket's cookie without making
+	// one. Without it every TCP socket closing in the cgroup, translated
+	// or not, gets a cookie made and looked up in sock_conns.
+	FeatureKernCtx Feature = "kern_ctx"
 )
 
 // AllFeatures lists every optional feature, for flags and metrics.
-var AllFeatures = []Feature{FeatureSetRetval, FeatureSockDestroy}
+var AllFeatures = []Feature{FeatureSetRetval, FeatureSockDestroy, FeatureKernCtx}
 
 // ParseFeatures reads a comma-separated list of feature names.
 func ParseFeatures(s string) ([]Feature, error) {
@@ -88,12 +94,29 @@ func probeSetRetval(cfg Config) (missing, failed error) {
 	return nil, fmt.Errorf("probing the kernel for bpf_set_retval (needs root or CAP_BPF): %w", err)
 }
 
+// probeKernCtx says why the hooks may not call bpf_cast_to_kern_ctx, nil
+// when they may: the kfunc is in the kernel's BTF.
+func probeKernCtx(cfg Config) error {
+	if cfg.disabled(FeatureKernCtx) {
+		return errDisabled
+	}
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("reading the kernel's BTF for the bpf_cast_to_kern_ctx kfunc: %w", err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_cast_to_kern_ctx", &fn); err != nil {
+		return fmt.Errorf("the bpf_cast_to_kern_ctx kfunc (Linux 6.2+): %w", err)
+	}
+	return nil
+}
+
 // Features reports which optional features this datapath uses; a missing
 // one maps to why.
 func (d *Datapath) Features() map[Feature]error {
 	d.objsMu.RLock()
 	defer d.objsMu.RUnlock()
-	out := map[Feature]error{FeatureSetRetval: d.retvalErr, FeatureSockDestroy: nil}
+	out := map[Feature]error{FeatureSetRetval: d.retvalErr, FeatureSockDestroy: nil, FeatureKernCtx: probeKernCtx(d.cfg)}
 	if d.term == nil {
 		out[FeatureSockDestroy] = d.termErr
 		if out[FeatureSockDestroy] == nil {

@@ -366,10 +366,22 @@ func TestEmptyUDPServiceRefusesAtConnect(t *testing.T) {
 // connection keeps the state getpeername and socket termination need, and
 // the map holds no closed socket: here the held socket is still destroyed
 // when its pod leaves, and once every client has closed, the map is empty.
+// The same with the kernel's struct sock out of reach (kern_ctx: the hook
+// then makes each closing socket's cookie to look it up).
 func TestTCPStateOutlivesClosedSockets(t *testing.T) {
+	for _, tc := range []struct{ name, disable string }{{"kern_ctx", ""}, {"no kern_ctx", "kern_ctx"}} {
+		t.Run(tc.name, func(t *testing.T) { tcpStateOutlivesClosedSockets(t, tc.disable) })
+	}
+}
+
+func tcpStateOutlivesClosedSockets(t *testing.T, disable string) {
+	args := []string{"--terminate-sockets", "all", "--max-sockets", "64"}
+	if disable != "" {
+		args = append(args, "--disable-kernel-features", disable)
+	}
 	e := startWith(t, threePods, map[string]string{
 		"svc.yaml": svcSpec{name: "web", clusterIPs: []string{vip}}.yaml(readyEP("10.244.1.11", "node-a")),
-	}, "--terminate-sockets", "all", "--max-sockets", "64")
+	}, args...)
 	e.waitInspect(10*time.Second, "10.96.0.10:80/TCP", "10.244.1.11:8080")
 	conns, err := ebpf.LoadPinnedMap(e.mapPin("sock_conns"), nil)
 	if err != nil {

@@ -36,6 +36,8 @@ func main() {
 	testRuns := flag.Int("test-runs", 20000, "BPF_PROG_TEST_RUN calls of lb_translate per size")
 	out := flag.String("out", "bench/results/hookcost", "directory for the raw JSON file")
 	show := flag.Bool("show", false, "print the summary of the raw JSON files given as arguments, measure nothing")
+	var maps mapSizes
+	flag.Func("maps", "map capacities as the agent's flags set them, e.g. max-services=4096,max-backends=16384,max-sockets=4096 (default: the agent's defaults)", maps.set)
 	flag.Parse()
 
 	if *show {
@@ -60,7 +62,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	run, err := measure(ctx, config{sizes: ns, rounds: *rounds, duration: *dur, queries: *queries, testRuns: *testRuns})
+	run, err := measure(ctx, config{sizes: ns, rounds: *rounds, duration: *dur, queries: *queries, testRuns: *testRuns, maps: maps})
 	if err != nil {
 		fail(err)
 	}
@@ -70,6 +72,36 @@ func main() {
 	}
 	run.print(os.Stdout)
 	fmt.Printf("raw results: %s\n", path)
+}
+
+// mapSizes are the capacities a run's maps get: the memory a hook's
+// lookups walk (bucket arrays, preallocated elements) grows with them
+// whatever the number of Services.
+type mapSizes struct {
+	MaxServices uint32 `json:"max_services,omitempty"`
+	MaxBackends uint32 `json:"max_backends,omitempty"`
+	MaxSockets  uint32 `json:"max_sockets,omitempty"`
+}
+
+func (m *mapSizes) set(s string) error {
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.ParseUint(v, 10, 32)
+		if !ok || err != nil || n == 0 {
+			return fmt.Errorf("%q: want name=count", kv)
+		}
+		switch k {
+		case "max-services":
+			m.MaxServices = uint32(n)
+		case "max-backends":
+			m.MaxBackends = uint32(n)
+		case "max-sockets":
+			m.MaxSockets = uint32(n)
+		default:
+			return fmt.Errorf("%q: max-services, max-backends or max-sockets", k)
+		}
+	}
+	return nil
 }
 
 func parseSizes(s string) ([]int, error) {

@@ -19,6 +19,7 @@ type config struct {
 	duration time.Duration
 	queries  int
 	testRuns int
+	maps     mapSizes
 }
 
 // measure builds one lab, then for each size programs the maps and runs
@@ -45,6 +46,10 @@ func measure(ctx context.Context, cfg config) (r *run, err error) {
 		BPFFSPath:        w.BPFFS.Path(),
 		CgroupPath:       w.Cgroup.Path(),
 		TerminateSockets: datapath.TerminateNone,
+		MaxServices:      cfg.maps.MaxServices,
+		MaxBackends:      cfg.maps.MaxBackends,
+		MaxSockets:       cfg.maps.MaxSockets,
+		GrowBudget:       0,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the datapath: %w", err)

@@ -26,6 +26,7 @@ type run struct {
 	Rounds   int          `json:"rounds"`
 	Duration string       `json:"tcp_duration_per_round"`
 	Queries  int          `json:"udp_queries_per_round"`
+	Maps     mapSizes     `json:"maps,omitempty"` // capacities set; zero: the agent's defaults
 	Sizes    []sizeResult `json:"sizes"`
 }
 
@@ -82,6 +83,7 @@ func newRun(cfg config) (*run, error) {
 		Rounds:   cfg.rounds,
 		Duration: cfg.duration.String(),
 		Queries:  cfg.queries,
+		Maps:     cfg.maps,
 	}, nil
 }
 
@@ -129,6 +131,9 @@ func (r *run) print(w io.Writer) {
 		dirty = " (dirty)"
 	}
 	fmt.Fprintf(w, "commit %.12s%s, %d rounds, load %s\n", r.Commit, dirty, r.Rounds, r.LoadAvg)
+	if r.Maps != (mapSizes{}) {
+		fmt.Fprintf(w, "maps: %+v (zero: the default)\n", r.Maps)
+	}
 	for _, s := range r.Sizes {
 		fmt.Fprintf(w, "N=%d\n", s.Services)
 		printHooks(w, "", s.Hooks)
