@@ -24,7 +24,13 @@ func translateAlone(m *socklbbpf.SocklbMaps, calls int) (progStats, error) {
 	repl := map[string]*ebpf.Map{
 		"services": m.Services, "slots": m.Slots, "backends": m.Backends, "stats": m.Stats,
 		"members": m.Members, "affinity": m.Affinity, "sock_events": m.SockEvents,
-		"sk_state": m.SkState, "svc_names": m.SvcNames,
+		"sk_state": m.SkState, "svc_names": m.SvcNames, "sock_conns": m.SockConns,
+	}
+	// The replacements keep the sizes the run gave them (-maps).
+	for name, mp := range repl {
+		if ms, ok := spec.Maps[name]; ok && ms.Type != ebpf.SkStorage {
+			ms.MaxEntries = mp.MaxEntries()
+		}
 	}
 	var objs socklbbpf.SocklbTestObjects
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
