@@ -107,14 +107,14 @@ static __always_inline void lb_count(__u32 backend_id, enum lb_count what)
 {
 	struct backend_stats *st = bpf_map_lookup_elem(&stats, &backend_id);
 
-	/* The agent creates the entry with the backend; a miss only means
-	 * the backend is being removed. Per-CPU, so no atomics needed. */
+	/* NULL only for an id past the array, which the agent never hands
+	 * out. One slot is shared by every CPU. */
 	if (!st)
 		return;
 	if (what == LB_COUNT_CONNECT)
-		st->connects++;
+		__sync_fetch_and_add(&st->connects, 1);
 	else
-		st->datagrams++;
+		__sync_fetch_and_add(&st->datagrams, 1);
 }
 
 /* The readers below copy a map value once and check the copy belongs to

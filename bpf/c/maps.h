@@ -226,10 +226,16 @@ struct {
 	__type(value, struct backend);
 } backends SEC(".maps");
 
+/* Indexed by backend id: ids run 1 .. 2 * max backends (a freed id rests
+ * before it is reused: pkg/datapath/ids.go), so the array holds one more
+ * than that. An array slot is found without a hash lookup (the verifier
+ * inlines it), and one shared slot per backend, counted with atomic adds,
+ * is 16 bytes whatever the number of CPUs, where a per-CPU hash took 16
+ * per CPU (a gigabyte at a million backends on 64 CPUs). The agent zeroes
+ * a slot when it hands its id to a new backend. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * SOCKLB_MAX_BACKENDS + 1);
 	__type(key, __u32); /* backend id */
 	__type(value, struct backend_stats);
 } stats SEC(".maps");

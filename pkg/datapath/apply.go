@@ -324,15 +324,14 @@ func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (
 	if err != nil {
 		return 0, &MapError{Map: socklbbpf.SocklbMapBackends, Err: fmt.Errorf("backends map is full (%s): raise --max-backends", err)}
 	}
-	// The counter exists before the backend so the first connect counts.
-	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
-	if err := put(func() error { return d.t.stats.Put(id, zero) }); err != nil {
+	// The id's counters start from zero before the backend exists, so
+	// the last owner's counts are not its.
+	if err := put(func() error { return d.t.stats.Put(id, socklbbpf.SocklbBackendStats{}) }); err != nil {
 		d.backendIDs.free(id)
 		return 0, mapErr(socklbbpf.SocklbMapStats, err)
 	}
 	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto), Id: id}
 	if err := put(func() error { return d.t.backends.Put(id, be) }); err != nil {
-		_ = d.t.stats.Delete(id)
 		d.backendIDs.free(id)
 		return 0, mapErr(socklbbpf.SocklbMapBackends, err)
 	}
@@ -341,7 +340,6 @@ func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (
 
 func (d *Datapath) deleteBackend(id uint32) {
 	_ = d.t.backends.Delete(id)
-	_ = d.t.stats.Delete(id)
 	d.backendIDs.free(id)
 }
 

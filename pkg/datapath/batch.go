@@ -133,7 +133,7 @@ func (d *Datapath) stage(fe servicemap.Frontend, f *fill) (*Service, []func(), e
 			return nil, undo, err
 		}
 		undo = append(undo, func() { d.backendIDs.free(bid) })
-		f.stats.add(bid, make([]socklbbpf.SocklbBackendStats, f.ncpu)...)
+		f.stats.add(bid, socklbbpf.SocklbBackendStats{})
 		f.backends.add(bid, socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(fe.Key.Proto), Id: bid})
 		f.members.add(memberKey(id, b), bid)
 		s.BackendIDs = append(s.BackendIDs, bid)
@@ -243,7 +243,6 @@ func svcValue(s *Service) socklbbpf.SocklbSvcValue {
 
 // fill is one chunk's entries, per map.
 type fill struct {
-	ncpu     int
 	services entries[socklbbpf.SocklbSvcKey, socklbbpf.SocklbSvcValue]
 	names    entries[uint32, socklbbpf.SocklbSvcName]
 	slots    entries[socklbbpf.SocklbSlotKey, socklbbpf.SocklbSlotValue]
@@ -252,12 +251,7 @@ type fill struct {
 	members  entries[socklbbpf.SocklbMemberKey, uint32]
 }
 
-func newFill() *fill {
-	n := ebpf.MustPossibleCPU()
-	f := &fill{ncpu: n}
-	f.stats.perCPU = n
-	return f
-}
+func newFill() *fill { return &fill{} }
 
 // tables names f's entries by map, as mapTable does.
 func (f *fill) tables() map[string]table {
@@ -284,31 +278,29 @@ type batchUpdater interface {
 	BatchUpdate(keys, values any, opts *ebpf.BatchOptions) (int, error)
 }
 
-// entries are one map's keys and values; a per-CPU map's values hold
-// perCPU values per key, as BatchUpdate wants them.
+// entries are one map's keys and values.
 type entries[K, V any] struct {
-	perCPU int
-	keys   []K
-	vals   []V
+	keys []K
+	vals []V
 }
 
-func (e *entries[K, V]) add(k K, v ...V) {
+func (e *entries[K, V]) add(k K, v V) {
 	e.keys = append(e.keys, k)
-	e.vals = append(e.vals, v...)
+	e.vals = append(e.vals, v)
 }
 
 func (e *entries[K, V]) len() int { return len(e.keys) }
 
 // writeBatch writes the entries with BatchUpdate, resuming after the
 // entries the kernel took when it ran out of memory for an element: as for
-// put, ENOMEM from maps that are not preallocated (per-CPU stats above
-// all) is the allocator's caches draining under a burst, not a full map,
+// put, ENOMEM from maps that are not preallocated is the allocator's
+// caches draining under a burst, not a full map,
 // and a chunk that gave up on it would be written per entry instead.
 func (e *entries[K, V]) writeBatch(m batchUpdater) (int, error) {
-	done, per := 0, max(e.perCPU, 1)
+	done := 0
 	backoff := 100 * time.Microsecond
 	for i := 0; ; i++ {
-		n, err := m.BatchUpdate(e.keys[done:], e.vals[done*per:], nil)
+		n, err := m.BatchUpdate(e.keys[done:], e.vals[done:], nil)
 		done += n
 		if err == nil || !errors.Is(err, unix.ENOMEM) || i == 8 {
 			return done, err
@@ -320,11 +312,7 @@ func (e *entries[K, V]) writeBatch(m batchUpdater) (int, error) {
 
 func (e *entries[K, V]) writeEach(m *ebpf.Map) error {
 	for i := range e.keys {
-		var v any = e.vals[i]
-		if e.perCPU > 0 {
-			v = e.vals[i*e.perCPU : (i+1)*e.perCPU]
-		}
-		if err := put(func() error { return m.Put(e.keys[i], v) }); err != nil {
+		if err := put(func() error { return m.Put(e.keys[i], e.vals[i]) }); err != nil {
 			return err
 		}
 	}

@@ -150,7 +150,7 @@ func TestBatchChunkFailureNamesFrontends(t *testing.T) {
 	// is left behind.
 	for name, n := range map[string]int{
 		socklbbpf.SocklbMapServices: 9, socklbbpf.SocklbMapSvcNames: 9, socklbbpf.SocklbMapSlots: 27,
-		socklbbpf.SocklbMapBackends: 27, socklbbpf.SocklbMapStats: 27, socklbbpf.SocklbMapMembers: 27,
+		socklbbpf.SocklbMapBackends: 27, socklbbpf.SocklbMapMembers: 27,
 	} {
 		if got := len(rawDump(t, *mapFields(&d.t)[name])); got != n {
 			t.Errorf("%s map holds %d entries, want %d", name, got, n)

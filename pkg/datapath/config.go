@@ -57,8 +57,9 @@ type Config struct {
 // Defaults sized for 100k Services and 1M endpoints: a Service port is one
 // service entry per frontend address, each of its endpoints one backend.
 // The hash maps are not preallocated, so unused capacity costs only the
-// bucket array (16 bytes per entry); the affinity LRU is preallocated;
-// per-socket state lives in socket-local storage, sized by the sockets.
+// bucket array (16 bytes per entry); the affinity and sock_conns LRUs and
+// the stats array (16 bytes per backend id) are preallocated; every other
+// socket's state lives in socket-local storage, sized by the sockets.
 const (
 	DefaultMaxServices = 1 << 18 // 262144 frontends
 	DefaultMaxBackends = 1 << 20 // 1048576 backends
@@ -70,8 +71,8 @@ const (
 	// whose getpeername shows the ClusterIP (sock_conns, a preallocated
 	// LRU: about 100 bytes each); Cilium's --bpf-sock-rev-map-max default.
 	DefaultMaxSockets = 1 << 18
-	// DefaultGrowBudget lets the default maps (about 600 MiB full on 2
-	// CPUs, 1.6 GiB on 64: mapMemory) grow about twice over on small
+	// DefaultGrowBudget lets the default maps (about 520 MiB full on any
+	// number of CPUs: mapMemory) grow about twice over on small
 	// nodes; a quantity, as --map-memory-budget takes it.
 	DefaultGrowBudget = "2Gi"
 	// SNAT ports above the kernel's default ephemeral range (32768-60999),

@@ -237,8 +237,6 @@ func (d *Datapath) adopt() error {
 	var errs []error
 	errs = append(errs, sweep(d.t.slots, func(k socklbbpf.SocklbSlotKey) bool { return live[k] }))
 	errs = append(errs, sweep(d.t.backends, func(id uint32) bool { return liveBackends[id] }))
-	errs = append(errs, sweep(d.t.stats, func(id uint32) bool { return liveBackends[id] }))
-	errs = append(errs, d.restoreCounters(liveBackends))
 	errs = append(errs, sweep(d.t.members, func(k socklbbpf.SocklbMemberKey) bool { return liveMembers[k] }))
 	liveSvc := map[uint32]bool{}
 	for _, s := range cur {

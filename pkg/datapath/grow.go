@@ -55,7 +55,7 @@ func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
 	next, ok := grownConfig(d.cfg, want)
 	if !ok {
 		return cur, fmt.Errorf("%w: growing the maps for %d frontends and %d backends would take about %d MiB of kernel memory, past --map-memory-budget (%d MiB); "+
-			"raise it, or --max-services and --max-backends", ErrBudget, want.Frontends, want.Backends, mapMemory(sizedFor(d.cfg, want), possibleCPUs())>>20, d.cfg.GrowBudget>>20)
+			"raise it, or --max-services and --max-backends", ErrBudget, want.Frontends, want.Backends, mapMemory(sizedFor(d.cfg, want))>>20, d.cfg.GrowBudget>>20)
 	}
 	// Recorded first: a crash after the switch must not leave grown maps
 	// that the next agent, sized by the flags, would shrink. A record of a
@@ -93,10 +93,9 @@ func grownSize(cur uint32, want int) uint32 {
 // grownConfig is the biggest config between c and sizedFor(c, want) that
 // fits the budget and grows at least one map; ok is false if none does.
 func grownConfig(c Config, want servicemap.Capacity) (Config, bool) {
-	ncpu := possibleCPUs()
 	next := sizedFor(c, want)
 	for next.MaxServices > c.MaxServices || next.MaxBackends > c.MaxBackends {
-		if mapMemory(next, ncpu) <= c.GrowBudget {
+		if mapMemory(next) <= c.GrowBudget {
 			return next, true
 		}
 		// Halve what is furthest past the budget's reach: backends cost
@@ -121,9 +120,10 @@ const (
 
 // mapMemory estimates the kernel memory of the maps --max-services and
 // --max-backends size, filled to capacity under c: buckets, elements,
-// keys and values, per-CPU values once per possible CPU. Unfilled, only
-// the buckets are allocated; the estimate is what the budget bounds.
-func mapMemory(c Config, ncpu int) uint64 {
+// keys and values; the stats array whole. Unfilled, only the buckets and
+// the array are allocated; the estimate is what the budget bounds. No map
+// it counts has values per CPU, so it is the same on any machine.
+func mapMemory(c Config) uint64 {
 	var total uint64
 	for _, d := range mapTable {
 		if d.owner != objHooks || d.size == nil || (d.flag != "--max-services" && d.flag != "--max-backends") {
@@ -133,7 +133,7 @@ func mapMemory(c Config, ncpu int) uint64 {
 		k, v := round8(reflect.TypeOf(d.key).Size()), round8(reflect.TypeOf(d.value).Size())
 		per := htabElemSize + bucketSize + k + v
 		if d.name == socklbbpf.SocklbMapStats {
-			per = htabElemSize + bucketSize + k + 8 + v*uint64(ncpu)
+			per = v // an array: the values alone, allocated whether used or not
 		}
 		total += n * per
 	}
@@ -141,14 +141,6 @@ func mapMemory(c Config, ncpu int) uint64 {
 }
 
 func round8(n uintptr) uint64 { return (uint64(n) + 7) &^ 7 }
-
-func possibleCPUs() int {
-	n, err := ebpf.PossibleCPU()
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
 
 // reload moves the datapath onto maps sized by next: load them (copying
 // every entry, migrate.go), switch the links, then swap what the methods

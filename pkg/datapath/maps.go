@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"math"
 	"reflect"
 	"unsafe"
 
@@ -67,7 +68,8 @@ var mapTable = []mapDef{
 		key: socklbbpf.SocklbSlotKey{}, value: socklbbpf.SocklbSlotValue{}},
 	{name: socklbbpf.SocklbMapBackends, owner: objHooks, fromAPI: true, fill: 2, size: maxBackends, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackend{}},
-	{name: socklbbpf.SocklbMapStats, owner: objHooks, fromAPI: true, fill: 1, size: maxBackends, flag: "--max-backends",
+	// Indexed by backend id, which runs up to twice --max-backends.
+	{name: socklbbpf.SocklbMapStats, owner: objHooks, fromAPI: true, fill: 1, size: statsSlots, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackendStats{}},
 	{name: socklbbpf.SocklbMapMembers, owner: objHooks, fromAPI: true, fill: 3, size: maxBackends, flag: "--max-backends",
 		key: socklbbpf.SocklbMemberKey{}, value: uint32(0)},
@@ -132,6 +134,16 @@ func mapFlags() map[string]string {
 
 func maxServices(c Config) uint32 { return c.MaxServices }
 func maxBackends(c Config) uint32 { return c.MaxBackends }
+
+// statsSlots is the stats array's length: a slot for every backend id
+// the allocator may hand out (newIDAllocator: 1 .. 2 * max).
+func statsSlots(c Config) uint32 {
+	n := 2*uint64(c.MaxBackends) + 1
+	if n > math.MaxUint32 {
+		n = math.MaxUint32
+	}
+	return uint32(n)
+}
 
 // mapDefOf returns the row of the map called name.
 func mapDefOf(name string) (mapDef, bool) {

@@ -1,10 +1,12 @@
 package datapath
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/cilium/ebpf"
 
@@ -208,6 +210,9 @@ func (m *migration) closeSources() {
 }
 
 func copyMap(src, dst *ebpf.Map) error {
+	if src.Type() == ebpf.Array {
+		return copyArray(src, dst)
+	}
 	var key []byte
 	if src.Type() == ebpf.PerCPUHash || src.Type() == ebpf.PerCPUArray || src.Type() == ebpf.LRUCPUHash {
 		var val [][]byte
@@ -227,6 +232,36 @@ func copyMap(src, dst *ebpf.Map) error {
 		}
 	}
 	return it.Err()
+}
+
+// copyArray copies the slots of an array that hold anything and fit in
+// dst: every slot of an array exists, zeroed (a million of them for the
+// stats array), and one past dst's end is a backend id the smaller maps'
+// allocator no longer hands out, whose counts are dropped.
+func copyArray(src, dst *ebpf.Map) error {
+	vsize := int(src.ValueSize())
+	keys := make([]uint32, batchSize)
+	vals := reflect.MakeSlice(reflect.SliceOf(reflect.ArrayOf(vsize, reflect.TypeOf(byte(0)))), batchSize, batchSize)
+	zero := make([]byte, vsize)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := src.BatchLookup(&cursor, keys, vals.Interface(), nil)
+		for i := 0; i < n; i++ {
+			v := vals.Index(i).Slice(0, vsize).Bytes()
+			if keys[i] >= dst.MaxEntries() || bytes.Equal(v, zero) {
+				continue
+			}
+			if err := dst.Put(keys[i], v); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // prepareCarry loads the iterators that carry the live sockets' sk_state

@@ -131,19 +131,26 @@ func sortBackends(s *Service) {
 	s.Frontend.Backends, s.BackendIDs = bes, ids
 }
 
-// backendCounters sums a backend's per-CPU counters. A backend without an
-// entry gives ebpf.ErrKeyNotExist, not zeros: the hooks drop the counts of
-// such a backend (lb_count), so its connects are unknown, not none.
+// backendCounters reads a backend's counters, its id's slot of the stats
+// array; pins an agent from before the array left (a per-CPU hash) are
+// summed over the CPUs, so inspect reads either across an upgrade.
 func backendCounters(t tables, id uint32) (connects, datagrams uint64, err error) {
-	var per []socklbbpf.SocklbBackendStats
-	if err := t.stats.Lookup(id, &per); err != nil {
+	if t.stats.Type() == ebpf.PerCPUHash {
+		var per []socklbbpf.SocklbBackendStats
+		if err := t.stats.Lookup(id, &per); err != nil {
+			return 0, 0, err
+		}
+		for _, p := range per {
+			connects += p.Connects
+			datagrams += p.Datagrams
+		}
+		return connects, datagrams, nil
+	}
+	var c socklbbpf.SocklbBackendStats
+	if err := t.stats.Lookup(id, &c); err != nil {
 		return 0, 0, err
 	}
-	for _, p := range per {
-		connects += p.Connects
-		datagrams += p.Datagrams
-	}
-	return connects, datagrams, nil
+	return c.Connects, c.Datagrams, nil
 }
 
 func svcName(fe servicemap.Frontend) string {

@@ -9,78 +9,39 @@ import (
 	socklbbpf "github.com/socklb/socklb/bpf"
 )
 
-// batchSize is how many entries one BPF_MAP_LOOKUP_BATCH call copies: a
-// hash map refuses (ENOSPC) a batch smaller than one of its buckets, which
-// this exceeds by far.
-const batchSize = 4096
-
 // ServiceStats returns the programmed frontends with their backends'
-// counters, from the maps this process holds: no pin is opened, and the
-// per-CPU stats map is read with batch lookups, a few syscalls for the
-// whole map instead of one per backend.
+// counters, from the maps this process holds: no pin is opened. The
+// frontends are copied under the sync's lock and the counters read after
+// it, one lookup per backend, so a scrape costs the backends programmed
+// and never holds a sync up for its syscalls.
 func (d *Datapath) ServiceStats() ([]ServiceDump, error) {
-	d.objsMu.RLock()
-	counters, err := readStats(d.t.stats)
-	d.objsMu.RUnlock()
-	if err != nil {
-		return nil, err
-	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	out := make([]ServiceDump, 0, len(d.current))
 	for _, s := range d.current {
 		sd := ServiceDump{Frontend: s.Frontend, ID: s.ID, Generation: s.Generation, Broken: s.Broken}
 		sd.Backends = make([]BackendDump, 0, len(s.BackendIDs))
 		for i, id := range s.BackendIDs {
-			c, ok := counters[id]
-			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i], Connects: c.Connects, Datagrams: c.Datagrams, NoCounter: !ok})
+			sd.Backends = append(sd.Backends, BackendDump{ID: id, Backend: s.Frontend.Backends[i]})
 		}
 		out = append(out, sd)
 	}
-	return out, nil
-}
+	d.mu.Unlock()
 
-// restoreCounters gives every live backend that lacks one a zeroed stats
-// entry: the hooks count only into an existing entry (lb_count), so a
-// backend left without one would show 0 connects for as long as it lives.
-// An existing entry is never overwritten.
-func (d *Datapath) restoreCounters(live map[uint32]bool) error {
-	zero := make([]socklbbpf.SocklbBackendStats, ebpf.MustPossibleCPU())
-	var errs []error
-	for id := range live {
-		err := put(func() error { return d.t.stats.Update(id, zero, ebpf.UpdateNoExist) })
-		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
-			errs = append(errs, fmt.Errorf("re-creating the stats entry of backend %d: %w", id, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// readStats sums each backend's per-CPU counters.
-func readStats(m *ebpf.Map) (map[uint32]socklbbpf.SocklbBackendStats, error) {
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, err
-	}
-	out := map[uint32]socklbbpf.SocklbBackendStats{}
-	keys := make([]uint32, batchSize)
-	vals := make([]socklbbpf.SocklbBackendStats, batchSize*ncpu)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := m.BatchLookup(&cursor, keys, vals, nil)
-		for i := 0; i < n; i++ {
-			var sum socklbbpf.SocklbBackendStats
-			for _, v := range vals[i*ncpu : (i+1)*ncpu] {
-				sum.Connects += v.Connects
-				sum.Datagrams += v.Datagrams
+	d.objsMu.RLock()
+	defer d.objsMu.RUnlock()
+	var c socklbbpf.SocklbBackendStats
+	for i := range out {
+		for j := range out[i].Backends {
+			b := &out[i].Backends[j]
+			if err := d.t.stats.Lookup(b.ID, &c); err != nil {
+				if !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return nil, fmt.Errorf("reading the counters of backend %d: %w", b.ID, err)
+				}
+				b.NoCounter = true
+				continue
 			}
-			out[keys[i]] = sum
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the stats map: %w", err)
+			b.Connects, b.Datagrams = c.Connects, c.Datagrams
 		}
 	}
+	return out, nil
 }

@@ -83,7 +83,6 @@ func TestMapUsage(t *testing.T) {
 		socklbbpf.SocklbMapServices: {Entries: 2, Capacity: 64},
 		socklbbpf.SocklbMapSvcNames: {Entries: 2, Capacity: 64},
 		socklbbpf.SocklbMapBackends: {Entries: 3, Capacity: 32},
-		socklbbpf.SocklbMapStats:    {Entries: 3, Capacity: 32},
 		socklbbpf.SocklbMapSlots:    {Entries: 3, Capacity: 64},
 		socklbbpf.SocklbMapAffinity: {Entries: affinity, Capacity: 16},
 	} {
@@ -91,7 +90,7 @@ func TestMapUsage(t *testing.T) {
 			t.Errorf("%s: %d of %d, want %d of %d", name, g.Entries, g.Capacity, want.Entries, want.Capacity)
 		}
 	}
-	for _, name := range []string{socklbbpf.SocklbMapSkState, socklbbpf.SocklbMapSockEvents} {
+	for _, name := range []string{socklbbpf.SocklbMapSkState, socklbbpf.SocklbMapSockEvents, socklbbpf.SocklbMapStats} {
 		if u, ok := got[name]; ok {
 			t.Errorf("%s reported (%d of %d): it cannot fill up", name, u.Entries, u.Capacity)
 		}
@@ -174,7 +173,7 @@ func TestMapUsageMatchesTheMaps(t *testing.T) {
 		for name, m := range map[string]*ebpf.Map{
 			socklbbpf.SocklbMapServices: d.t.services, socklbbpf.SocklbMapSvcNames: d.t.svcNames,
 			socklbbpf.SocklbMapSlots: d.t.slots, socklbbpf.SocklbMapMembers: d.t.members,
-			socklbbpf.SocklbMapBackends: d.t.backends, socklbbpf.SocklbMapStats: d.t.stats,
+			socklbbpf.SocklbMapBackends: d.t.backends,
 		} {
 			walked, err := countEntries(m)
 			if err != nil {

@@ -62,6 +62,11 @@ type MapUsage struct {
 	Entries, Capacity uint32
 }
 
+// batchSize is how many entries one BPF_MAP_LOOKUP_BATCH call copies: a
+// hash map refuses (ENOSPC) a batch smaller than one of its buckets, which
+// this exceeds by far.
+const batchSize = 4096
+
 // MapUsage reports the entries and capacity of every map that can fill up.
 // The maps the agent writes are counted from its own record of them, as
 // the last write published it (exact, and free at any size); the others,
@@ -81,7 +86,6 @@ func (d *Datapath) MapUsage() ([]MapUsage, error) {
 		// One member per slot: a frontend's backends, by address.
 		socklbbpf.SocklbMapMembers:   u.slots,
 		socklbbpf.SocklbMapBackends:  u.backends,
-		socklbbpf.SocklbMapStats:     u.backends,
 		socklbbpf.SocklbMapSrcRanges: u.ranges,
 		// Counted by the last sweep: a scrape never walks a million flows.
 		socklbbpf.SocklbMapFlows: uint32(d.flowCount.Load()),
