@@ -280,12 +280,7 @@ func (a *Agent) observeProgramming(triggers map[types.NamespacedName][]time.Time
 	if len(triggers) == 0 {
 		return
 	}
-	failed := map[types.NamespacedName]bool{}
-	for k := range res.Failed {
-		if fe, ok := state[k]; ok {
-			failed[fe.Service] = true
-		}
-	}
+	failed := failedServices(state, res)
 	for svc, ts := range triggers {
 		if _, refused := a.refused.services[svc]; refused {
 			continue // not programmed, and not failing: nothing to time
@@ -313,18 +308,25 @@ func (a *Agent) observeReceived(received map[types.NamespacedName]time.Time, sta
 	if len(received) == 0 {
 		return
 	}
-	failed := map[types.NamespacedName]bool{}
-	for k := range res.Failed {
-		if fe, ok := state[k]; ok {
-			failed[fe.Service] = true
-		}
-	}
+	failed := failedServices(state, res)
 	for svc, t := range received {
 		if _, refused := a.refused.services[svc]; refused || failed[svc] {
 			continue
 		}
 		a.metrics.observeReceived(done.Sub(t))
 	}
+}
+
+// failedServices are the Services with a frontend the sync failed to
+// program.
+func failedServices(state servicemap.State, res datapath.ApplyResult) map[types.NamespacedName]bool {
+	failed := map[types.NamespacedName]bool{}
+	for k := range res.Failed {
+		if fe, ok := state[k]; ok {
+			failed[fe.Service] = true
+		}
+	}
+	return failed
 }
 
 func (a *Agent) reportFailures(state servicemap.State, res datapath.ApplyResult) {
