@@ -135,7 +135,9 @@ func (d *Datapath) stage(fe servicemap.Frontend, f *fill) (*Service, []func(), e
 		undo = append(undo, func() { d.backendIDs.free(bid) })
 		f.stats.add(bid, socklbbpf.SocklbBackendStats{})
 		f.backends.add(bid, socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(fe.Key.Proto), Id: bid})
-		f.members.add(memberKey(id, b), bid)
+		if needsMembers(fe) {
+			f.members.add(memberKey(id, b), bid)
+		}
 		s.BackendIDs = append(s.BackendIDs, bid)
 	}
 	for _, t := range sockTargets(fe) {

@@ -97,7 +97,8 @@ func TestBatchChunkFailureNamesFrontends(t *testing.T) {
 	d := openTest(t, Config{})
 	// The id allocators guard every map at its configured size, so only a
 	// map smaller than its flag says can make the kernel refuse: members
-	// with room for 27 of the 30 backends below.
+	// with room for 27 of the 30 backends below (UDP frontends: a TCP
+	// ClusterIP without sessionAffinity writes no members).
 	real := d.t.members
 	small, err := ebpf.NewMap(&ebpf.MapSpec{Type: real.Type(), KeySize: real.KeySize(), ValueSize: real.ValueSize(), MaxEntries: 27})
 	if err != nil {
@@ -110,7 +111,7 @@ func TestBatchChunkFailureNamesFrontends(t *testing.T) {
 	want := servicemap.State{}
 	var fes []servicemap.Frontend
 	for i := 0; i < 10; i++ {
-		fe := frontend(fmt.Sprintf("10.96.0.%d", i+1), 80, servicemap.TCP,
+		fe := frontend(fmt.Sprintf("10.96.0.%d", i+1), 80, servicemap.UDP,
 			fmt.Sprintf("10.244.%d.1:80", i), fmt.Sprintf("10.244.%d.2:80", i), fmt.Sprintf("10.244.%d.3:80", i))
 		want[fe.Key] = fe
 		fes = append(fes, fe)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -86,4 +87,49 @@ func TestTCPConnectRecordsInSockConns(t *testing.T) {
 			t.Fatalf("%s: another socket's getpeername of %s was rewritten to %s", c.name, r.addrPort, back.addrPort)
 		}
 	}
+}
+
+// TestMembersOnlyWhereRead: members are written for the frontends whose
+// members something reads (sessionAffinity, UDP, every kind the per-packet
+// path serves) and not for a TCP ClusterIP without sessionAffinity, most
+// frontends of a cluster; turning sessionAffinity on writes them for the
+// backends it keeps, turning it off removes them.
+func TestMembersOnlyWhereRead(t *testing.T) {
+	d := openTest(t, Config{})
+	plain := frontend("10.96.0.10", 80, servicemap.TCP, "10.244.1.1:80", "10.244.1.2:80")
+	dns := frontend("10.96.0.11", 53, servicemap.UDP, "10.244.1.3:53", "10.244.1.4:53")
+	sticky := frontend("10.96.0.12", 80, servicemap.TCP, "10.244.1.5:80", "10.244.1.6:80")
+	sticky.Affinity = 3 * time.Hour
+	node := frontend("192.0.2.1", 30080, servicemap.TCP, "10.244.1.7:80", "10.244.1.8:80")
+	node.Kind = servicemap.KindNodePort
+	members := func(step string, want map[servicemap.FrontendKey]int) {
+		t.Helper()
+		got := map[uint32]int{}
+		var k socklbbpf.SocklbMemberKey
+		var v uint32
+		it := d.t.members.Iterate()
+		for it.Next(&k, &v) {
+			got[k.SvcId]++
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		prog := d.Programmed()
+		for key, n := range want {
+			if got[prog[key].ID] != n {
+				t.Errorf("%s: %s has %d members, want %d", step, key, got[prog[key].ID], n)
+			}
+		}
+	}
+	mustApply(t, d, state(plain, dns, sticky, node))
+	members("programmed", map[servicemap.FrontendKey]int{plain.Key: 0, dns.Key: 2, sticky.Key: 2, node.Key: 2})
+
+	plain.Affinity = 3 * time.Hour
+	plain.Backends = append(plain.Backends, servicemap.Backend{Addr: netip.MustParseAddr("10.244.1.9"), Port: 80})
+	mustApply(t, d, state(plain, dns, sticky, node))
+	members("sessionAffinity on, a backend added", map[servicemap.FrontendKey]int{plain.Key: 3})
+
+	plain.Affinity = 0
+	mustApply(t, d, state(plain, dns, sticky, node))
+	members("sessionAffinity off", map[servicemap.FrontendKey]int{plain.Key: 0, sticky.Key: 2})
 }

@@ -60,10 +60,11 @@ type Datapath struct {
 	ranged    int
 	egressOn  bool
 	egressErr error
-	// slotCount and rangeCount are the programmed slots and source ranges,
-	// kept by setCurrent; usage is what the last write published.
-	slotCount, rangeCount int
-	usage                 atomic.Pointer[usageCounts]
+	// slotCount, memberCount and rangeCount are the programmed slots,
+	// members and source ranges, kept by setCurrent; usage is what the
+	// last write published.
+	slotCount, memberCount, rangeCount int
+	usage                              atomic.Pointer[usageCounts]
 
 	// flowCount is the flows map's entries at the last ExpireFlows.
 	flowCount atomic.Int64
@@ -218,7 +219,9 @@ func (d *Datapath) adopt() error {
 			liveBackends[id] = true
 		}
 		for _, b := range s.Frontend.Backends {
-			liveMembers[memberKey(s.ID, b)] = true
+			if needsMembers(s.Frontend) {
+				liveMembers[memberKey(s.ID, b)] = true
+			}
 		}
 		for slot := uint32(0); slot < uint32(len(s.BackendIDs)); slot++ {
 			live[socklbbpf.SocklbSlotKey{SvcId: s.ID, Generation: s.Generation, Slot: slot}] = true

@@ -123,7 +123,9 @@ func TestMapUsageNeverWaitsForASync(t *testing.T) {
 			got[u.Name] = u.Entries
 		}
 		for name, want := range map[string]uint32{
-			socklbbpf.SocklbMapServices: 2, socklbbpf.SocklbMapMembers: 3, socklbbpf.SocklbMapBackends: 3,
+			// Members of the UDP frontend only: nothing reads a TCP
+			// ClusterIP's without sessionAffinity (needsMembers).
+			socklbbpf.SocklbMapServices: 2, socklbbpf.SocklbMapMembers: 1, socklbbpf.SocklbMapBackends: 3,
 			socklbbpf.SocklbMapSlots: 3, socklbbpf.SocklbMapSrcRanges: 2,
 		} {
 			if got[name] != want {

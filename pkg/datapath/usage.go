@@ -15,7 +15,7 @@ import (
 // usageCounts is what MapUsage reports of the maps the agent writes, as
 // one write left them: published whole under d.mu, read without it.
 type usageCounts struct {
-	frontends, slots, backends, ranges uint32
+	frontends, slots, members, backends, ranges uint32
 }
 
 // setCurrent records s as programmed, keeping the counts usage publishes
@@ -39,6 +39,9 @@ func (d *Datapath) uncount(s *Service) { d.count(s, -1) }
 
 func (d *Datapath) count(s *Service, sign int) {
 	d.slotCount += sign * len(s.BackendIDs)
+	if needsMembers(s.Frontend) {
+		d.memberCount += sign * len(s.BackendIDs)
+	}
 	d.rangeCount += sign * len(s.Frontend.SourceRanges)
 	if len(s.Frontend.SourceRanges) > 0 {
 		d.ranged += sign
@@ -51,6 +54,7 @@ func (d *Datapath) publishUsage() {
 	d.usage.Store(&usageCounts{
 		frontends: uint32(len(d.current)),
 		slots:     uint32(d.slotCount),
+		members:   uint32(d.memberCount),
 		backends:  uint32(len(d.backendIDs.used)),
 		ranges:    uint32(d.rangeCount),
 	})
@@ -80,11 +84,10 @@ func (d *Datapath) MapUsage() ([]MapUsage, error) {
 	defer d.objsMu.RUnlock()
 	u := d.usage.Load()
 	counted := map[string]uint32{
-		socklbbpf.SocklbMapServices: u.frontends,
-		socklbbpf.SocklbMapSvcNames: u.frontends,
-		socklbbpf.SocklbMapSlots:    u.slots,
-		// One member per slot: a frontend's backends, by address.
-		socklbbpf.SocklbMapMembers:   u.slots,
+		socklbbpf.SocklbMapServices:  u.frontends,
+		socklbbpf.SocklbMapSvcNames:  u.frontends,
+		socklbbpf.SocklbMapSlots:     u.slots,
+		socklbbpf.SocklbMapMembers:   u.members,
 		socklbbpf.SocklbMapBackends:  u.backends,
 		socklbbpf.SocklbMapSrcRanges: u.ranges,
 		// Counted by the last sweep: a scrape never walks a million flows.
