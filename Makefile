@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 FUZZTIME ?= 10s
 
-.PHONY: all build image generate check-generated test osdeps-test osdeps-demo mutants unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-report bench-ci conformance conformance-tools node-tests
+.PHONY: all build image generate check-generated test osdeps-test osdeps-demo mutants unit fuzz demo vet clean e2e e2e-tools helm-tool kubectl-socklb bench bench-smoke bench-external bench-informer bench-report bench-ci conformance conformance-tools node-tests
 
 all: build
 
@@ -151,6 +151,15 @@ BENCH_EXTERNAL_NAME   ?= external-n100-1k
 bench-external: e2e-tools
 	$(GO) run ./bench/cmd/socklb-bench --scenario external --sizes $(BENCH_EXTERNAL_SIZES) --rounds $(BENCH_EXTERNAL_ROUNDS) --connects 5000 --udp 10000 --sync-timeout $(BENCH_SYNC_TIMEOUT) --out $(BENCH_OUT) --name "$(BENCH_EXTERNAL_NAME)" $(BENCH_FLAGS)
 	$(MAKE) bench-report
+
+# The heap the informer caches keep per Service and slice, decoded as they
+# arrive and as the transform leaves them, in one process
+# (BenchmarkInformerCacheBytes): no cluster, seconds. The output goes to
+# bench/results/informer/<UTC time>-<commit>.txt, as go test printed it.
+bench-informer:
+	mkdir -p bench/results/informer
+	out=bench/results/informer/$$(date -u +%Y%m%dT%H%M%SZ)-$$(git rev-parse --short=12 HEAD)$$(git diff --quiet HEAD || echo -dirty).txt; \
+	{ git log -1 --format='commit %H %s'; $(GO) test -count=1 -run '^$$' -bench BenchmarkInformerCacheBytes -benchtime 3x ./pkg/source/kube/; } > $$out && cat $$out
 
 # Every run directory under $(BENCH_OUT) (<name>/results.json) gets its own
 # BENCHMARKS.md and plots; $(BENCH_MD) is all of them, newest first, and

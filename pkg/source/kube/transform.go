@@ -14,25 +14,30 @@ import (
 // the cache, the fields socklb never reads. managedFields alone is often
 // the largest part of an object; a Service's last-applied-configuration
 // annotation repeats the whole Service. What stays is what servicemap, the
-// health checks and the change tracker read: names, labels, specs, a
-// slice's endpoints and its last-change-trigger-time annotation, and of a
-// Node what trimNode keeps (TestTrimKeepsWhatIsRead). It may see an object
+// health checks and the change tracker read: names, the labels they read,
+// specs but a Service's selector, a slice's endpoints and its
+// last-change-trigger-time annotation, and of a Node what trimNode keeps
+// (TestTrimKeepsWhatIsRead); the values every object repeats are shared
+// (compact.go, TestTrimSharesRepeatedValues). It may see an object
 // twice (client-go's DeltaFIFO hands a replaced object through again):
 // trimming a trimmed object changes nothing.
 func newTrim(nodeName string) func(obj any) (any, error) {
+	in := newInterner()
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *corev1.Service:
-			o.ManagedFields = nil
+			trimMeta(&o.ObjectMeta)
 			o.Annotations = nil
+			compactService(o, in)
 		case *discoveryv1.EndpointSlice:
-			o.ManagedFields = nil
+			trimMeta(&o.ObjectMeta)
 			if t, ok := o.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 				o.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: t}
 			} else {
 				o.Annotations = nil
 			}
 			trimEndpoints(o)
+			compactSlice(o, in)
 		case *corev1.Node:
 			return trimNode(o, o.Name == nodeName), nil
 		}

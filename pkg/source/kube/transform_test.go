@@ -1,14 +1,17 @@
 package kube
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/socklb/socklb/internal/testkit"
 	"github.com/socklb/socklb/pkg/model"
 	"github.com/socklb/socklb/pkg/servicemap"
 )
@@ -26,8 +29,15 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	svc.Spec.HealthCheckNodePort = 30999
 	svc.Spec.Ports[0].NodePort = 30080
+	svc.Spec.Selector = map[string]string{"app": "web"}
 	sl := slice("web-1", "web")
 	sl.ManagedFields = mf
+	// What the EndpointSlice controller writes of a slice's metadata and
+	// nothing reads but the service-name label.
+	sl.GenerateName = "web-"
+	sl.Labels["app"] = "web"
+	sl.Labels[discoveryv1.LabelManagedBy] = "endpointslice-controller.k8s.io"
+	sl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: "0b6c1c7e-0000-4000-8000-000000000002", Controller: ptr(true)}}
 	when := time.Now().UTC().Format(time.RFC3339Nano)
 	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: when, "other": "x"}
 	sl.Ports = []discoveryv1.EndpointPort{{Name: ptr(""), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}}
@@ -86,6 +96,10 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	if svc.ManagedFields != nil || svc.Annotations != nil || sl.ManagedFields != nil || n.ManagedFields != nil || n.Status.Images != nil || n.Annotations != nil {
 		t.Errorf("left what nobody reads: %+v %+v %+v", svc.ObjectMeta, sl.ObjectMeta, n)
 	}
+	if svc.Labels != nil || svc.Spec.Selector != nil || sl.OwnerReferences != nil || sl.GenerateName != "" ||
+		!reflect.DeepEqual(sl.Labels, map[string]string{discoveryv1.LabelServiceName: "web"}) {
+		t.Errorf("left labels, selector or owner nobody reads: Service %v %v, slice %v %v %q", svc.Labels, svc.Spec.Selector, sl.Labels, sl.OwnerReferences, sl.GenerateName)
+	}
 	for i, e := range sl.Endpoints {
 		if e.TargetRef != nil || e.Hostname != nil || e.DeprecatedTopology != nil {
 			t.Errorf("endpoint %d kept targetRef, hostname or deprecatedTopology: %+v", i, e)
@@ -122,3 +136,73 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	}
 }
 func ptr[T any](v T) *T { return &v }
+
+// TestTrimSharesRepeatedValues: two objects decoded apart hold the same
+// condition, node, zone, port and enum values in one allocation after the
+// transform, with every value unchanged, and the labels socklb reads kept.
+func TestTrimSharesRepeatedValues(t *testing.T) {
+	trim := newTrim("n1")
+	var svcs []*corev1.Service
+	var sls []*discoveryv1.EndpointSlice
+	for _, name := range []string{"a", "b"} {
+		s := testkit.Service("default/"+name, "10.96.0.10", testkit.ServicePort("http", corev1.ProtocolTCP, 80))
+		s.Labels = map[string]string{model.LabelServiceProxyName: "other", "app": name}
+		s.Spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicySingleStack)
+		s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyCluster)
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		sl := testkit.EndpointSlice("default/"+name+"-x", name, discoveryv1.AddressTypeIPv4,
+			[]discoveryv1.EndpointPort{testkit.EndpointPort("http", corev1.ProtocolTCP, 8080)},
+			testkit.Endpoint("10.244.1.11", ptr(true), ptr(true), ptr(false)))
+		sl.Endpoints[0].NodeName, sl.Endpoints[0].Zone = ptr("n1"), ptr("z1")
+		// Decoded apart, as the informer gets them: nothing shared yet.
+		s, sl = s.DeepCopy(), sl.DeepCopy()
+		want, wantSl := s.DeepCopy(), sl.DeepCopy()
+		want.Labels = map[string]string{model.LabelServiceProxyName: "other"}
+		wantSl.Labels = map[string]string{discoveryv1.LabelServiceName: name}
+		if _, err := trim(s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trim(sl); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s, want) || !reflect.DeepEqual(sl, wantSl) {
+			t.Fatalf("the transform changed a value:\n%+v\n%+v\nwant\n%+v\n%+v", s, sl, want, wantSl)
+		}
+		svcs, sls = append(svcs, s), append(sls, sl)
+	}
+	a, b := sls[0], sls[1]
+	ea, eb := a.Endpoints[0], b.Endpoints[0]
+	for what, same := range map[string]bool{
+		"ready":           ea.Conditions.Ready == eb.Conditions.Ready,
+		"serving":         ea.Conditions.Serving == eb.Conditions.Serving,
+		"terminating":     ea.Conditions.Terminating == eb.Conditions.Terminating,
+		"nodeName":        ea.NodeName == eb.NodeName,
+		"zone":            ea.Zone == eb.Zone,
+		"port name":       a.Ports[0].Name == b.Ports[0].Name,
+		"port protocol":   a.Ports[0].Protocol == b.Ports[0].Protocol,
+		"ipFamilyPolicy":  svcs[0].Spec.IPFamilyPolicy == svcs[1].Spec.IPFamilyPolicy,
+		"internalTraffic": svcs[0].Spec.InternalTrafficPolicy == svcs[1].Spec.InternalTrafficPolicy,
+		"service port protocol": unsafe.StringData(string(svcs[0].Spec.Ports[0].Protocol)) ==
+			unsafe.StringData(string(svcs[1].Spec.Ports[0].Protocol)),
+		"clusterIP and clusterIPs[0]": unsafe.StringData(svcs[0].Spec.ClusterIP) == unsafe.StringData(svcs[0].Spec.ClusterIPs[0]),
+	} {
+		if !same {
+			t.Errorf("%s: two allocations of one value after the transform", what)
+		}
+	}
+}
+
+// TestInternerStopsAtItsBound: past maxInterned distinct values the table
+// stops growing and values still come back unchanged.
+func TestInternerStopsAtItsBound(t *testing.T) {
+	in := newInterner()
+	for i := range maxInterned + 100 {
+		v := fmt.Sprint("port-", i)
+		if got := *sharedPtr(in, &v); got != v {
+			t.Fatalf("value %q came back as %q", v, got)
+		}
+	}
+	if len(in.vals) != maxInterned {
+		t.Errorf("table holds %d values, want its bound %d", len(in.vals), maxInterned)
+	}
+}
