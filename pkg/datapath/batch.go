@@ -140,7 +140,7 @@ func (d *Datapath) stage(fe servicemap.Frontend, f *fill) (*Service, []func(), e
 		}
 		s.BackendIDs = append(s.BackendIDs, bid)
 	}
-	for _, t := range sockTargets(fe) {
+	for _, t := range d.sockTargets(fe) {
 		d.ref(t)
 		undo = append(undo, func() { d.unref(t) })
 	}

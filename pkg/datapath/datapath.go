@@ -233,7 +233,7 @@ func (d *Datapath) adopt() error {
 	}
 	d.refs = map[socklbbpf.SocktermSockTarget]int{}
 	for _, s := range cur {
-		for _, t := range sockTargets(s.Frontend) {
+		for _, t := range d.sockTargets(s.Frontend) {
 			d.ref(t)
 		}
 	}

@@ -9,8 +9,13 @@ import (
 
 // sockTargets is the endpoints whose sockets fe keeps: its backends, and
 // the serving endpoints it no longer offers (Lingering), which kube-proxy
-// would leave their flows to.
-func sockTargets(fe servicemap.Frontend) []socklbbpf.SocktermSockTarget {
+// would leave their flows to. None when the terminator never destroys
+// sockets of fe's protocol: counting them would cost an entry per TCP
+// endpoint (a million at 100 000 Services) under the default, UDP only.
+func (d *Datapath) sockTargets(fe servicemap.Frontend) []socklbbpf.SocktermSockTarget {
+	if !d.terminates(fe.Key.Proto) {
+		return nil
+	}
 	out := make([]socklbbpf.SocktermSockTarget, 0, len(fe.Backends)+len(fe.Lingering))
 	for _, b := range fe.Backends {
 		out = append(out, sockTarget(fe.Key.Proto, b))
@@ -21,11 +26,25 @@ func sockTargets(fe servicemap.Frontend) []socklbbpf.SocktermSockTarget {
 	return out
 }
 
+// terminates says whether the configured termination destroys sockets of
+// proto. It reads the configuration, not the terminator: adopt counts the
+// uses before Open creates the terminator.
+func (d *Datapath) terminates(proto servicemap.Protocol) bool {
+	switch d.cfg.TerminateSockets {
+	case TerminateNone:
+		return false
+	case TerminateAll:
+		return proto == servicemap.UDP || proto == servicemap.TCP
+	default:
+		return proto == servicemap.UDP
+	}
+}
+
 // retarget moves a frontend's hold on sockets from had to next (a zero
 // Frontend for none). An endpoint next no longer keeps is retired; its
 // sockets go once no frontend keeps it (terminateRetired).
 func (d *Datapath) retarget(had, next servicemap.Frontend) {
-	before, after := sockTargets(had), sockTargets(next)
+	before, after := d.sockTargets(had), d.sockTargets(next)
 	if slices.Equal(before, after) { // most updates: endpoints kept, a weight or flag changed
 		return
 	}

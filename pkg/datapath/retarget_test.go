@@ -44,3 +44,52 @@ func TestLingeringEndpointsKeepTheirSockets(t *testing.T) {
 	mustApply(t, d, state())
 	kept("the Service removed", false)
 }
+
+// TestUsesCountedOnlyForTerminatedProtocols: the datapath counts the
+// frontends keeping an endpoint's sockets only for the protocols the
+// configured termination destroys (under the default, UDP: no entry per
+// TCP endpoint), on the first sync, on updates and after a restart's
+// adoption alike.
+func TestUsesCountedOnlyForTerminatedProtocols(t *testing.T) {
+	tcp := frontend("10.96.0.10", 80, servicemap.TCP, "10.0.0.1:8080", "10.0.0.2:8080")
+	udp := frontend("10.96.0.10", 53, servicemap.UDP, "10.0.0.1:5353")
+	for _, tc := range []struct {
+		mode     SocketTermination
+		tcp, udp bool
+	}{
+		{TerminateNone, false, false},
+		{"", false, true}, // the default: udp
+		{TerminateUDP, false, true},
+		{TerminateAll, true, true},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			counted := func(d *Datapath, what string) {
+				t.Helper()
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				want := 0
+				if tc.tcp {
+					want += 2
+				}
+				if tc.udp {
+					want++
+				}
+				if len(d.refs) != want {
+					t.Errorf("%s: %d endpoints counted (%v), want %d", what, len(d.refs), d.refs, want)
+				}
+			}
+			cfg := Config{TerminateSockets: tc.mode, BPFFSPath: pinDir(t)}
+			d := openTest(t, cfg)
+			mustApply(t, d, state(tcp, udp))
+			counted(d, "first sync")
+			mustApply(t, d, state())
+			if n := len(d.refs); n != 0 {
+				t.Errorf("all Services removed: %d endpoints still counted", n)
+			}
+			mustApply(t, d, state(tcp, udp))
+			counted(d, "added again")
+			d.Close()
+			counted(openTest(t, cfg), "adopted after a restart")
+		})
+	}
+}
