@@ -8,3 +8,4 @@ package bpf
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type sock_target Sockterm c/sockterm.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type scratch_space -type frag_key -type frag_value Nodeport c/nodeport.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types Skcarry c/skcarry.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types Tasknetns c/tasknetns.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror

@@ -68,4 +68,35 @@ struct bpf_iter__udp {
 	int bucket;
 } CORE;
 
+/* What the task iterator reads of a process: its network namespace's
+ * inode number, the one /proc/PID/ns/net stats as. */
+struct ns_common {
+	unsigned int inum;
+} CORE;
+
+struct net {
+	struct ns_common ns;
+} CORE;
+
+struct nsproxy {
+	struct net *net_ns;
+} CORE;
+
+struct task_struct {
+	int pid;
+	int tgid;
+	struct nsproxy *nsproxy;
+} CORE;
+
+/* Only passed to and from kfuncs, which the loader checks against the
+ * kernel's types: a forward declaration would not match. */
+struct cgroup {
+	int level;
+} CORE;
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+} CORE;
+
 #endif

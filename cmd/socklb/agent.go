@@ -54,7 +54,7 @@ SocklbConfiguration file (--config); flags given here override it.`,
 	for flag, values := range map[string][]string{
 		"terminate-sockets":       {"none", "udp", "all"},
 		"logging-format":          {"text", "json"},
-		"disable-kernel-features": {string(datapath.FeatureSetRetval), string(datapath.FeatureSockDestroy), string(datapath.FeatureKernCtx)},
+		"disable-kernel-features": {string(datapath.FeatureSetRetval), string(datapath.FeatureSockDestroy), string(datapath.FeatureKernCtx), string(datapath.FeatureTaskIter)},
 		"nodeport-addresses":      {"primary", "localhost", "all"},
 	} {
 		_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
@@ -118,6 +118,9 @@ func serveAgent(log *slog.Logger, f agentFlags) error {
 	defer dp.Close()
 	if err := dp.SocketTerminationError(); err != nil {
 		log.Warn("sockets connected to a removed backend will not be destroyed; Services work", "err", err)
+	}
+	if err := dp.SocketWalkSlowError(); err != nil {
+		log.Warn("finding the network namespaces whose sockets a removed backend's walk covers reads /proc per process; Services work", "err", err)
 	}
 	if err := dp.MemlockError(); err != nil {
 		log.Warn("BPF maps that allocate as they fill may not fit in locked memory", "err", err)

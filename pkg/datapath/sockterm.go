@@ -35,6 +35,10 @@ type terminator struct {
 	tcp    *link.Iter
 	udp    *link.Iter
 	cgroup string
+	// lister finds the namespaces with one walk of the task list; nil
+	// when it could not load (listErr says why): /proc is read instead.
+	lister  *netnsLister
+	listErr error
 }
 
 func newTerminator(cfg Config, shared *socklbbpf.SocklbMaps) (*terminator, error) {
@@ -59,6 +63,11 @@ func newTerminator(cfg Config, shared *socklbbpf.SocklbMaps) (*terminator, error
 			return nil, fmt.Errorf("creating the TCP socket iterator: %w", err)
 		}
 	}
+	if cfg.disabled(FeatureTaskIter) {
+		t.listErr = errDisabled
+	} else {
+		t.lister, t.listErr = newNetnsLister(cgroup)
+	}
 	return t, nil
 }
 
@@ -67,6 +76,9 @@ func (t *terminator) Close() error {
 		if l != nil {
 			l.Close()
 		}
+	}
+	if t.lister != nil {
+		t.lister.Close()
 	}
 	return t.objs.Close()
 }
@@ -166,8 +178,17 @@ func openIn(nsPath string, iters ...*link.Iter) ([]io.ReadCloser, error) {
 
 // namespaces lists one /proc/PID/ns/net path per distinct network
 // namespace of the processes in the cgroup and its descendants: the
-// sockets the hooks could have translated live there.
-func (t *terminator) namespaces() []string { return cgroupNamespaces(t.cgroup) }
+// sockets the hooks could have translated live there. The task walk
+// answers when it can; a walk that fails (a namespace map full) leaves
+// the answer to /proc, for this sync only.
+func (t *terminator) namespaces() []string {
+	if t.lister != nil {
+		if ns, err := t.lister.namespaces(); err == nil {
+			return ns
+		}
+	}
+	return cgroupNamespaces(t.cgroup)
+}
 
 // cgroupNamespaces lists one /proc/PID/ns/net path per distinct network
 // namespace of the processes in cgroup and its descendants.
