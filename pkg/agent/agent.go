@@ -251,6 +251,11 @@ func (a *Agent) sync(full bool) bool {
 		a.log.Info("synced", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed,
 			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "full", r.full, "took", d)
 	}
+	if sc := res.SocketScan; sc.Namespaces > 0 {
+		// What finding a removed endpoint's sockets cost this sync: a
+		// node with many processes or pods shows it here first.
+		a.log.Debug("socket walk", "namespaces", sc.Namespaces, "listing", sc.Listing, "walk", sc.Walk)
+	}
 	if res.HookErr != nil {
 		a.log.Warn("the egress hook stays attached", "err", res.HookErr)
 	}

@@ -31,6 +31,9 @@ type ApplyResult struct {
 	// SocketErr says what went wrong doing so (the maps are still right).
 	SocketsDestroyed int
 	SocketErr        error
+	// SocketScan is what finding those sockets took, when an endpoint
+	// left and some walk ran.
+	SocketScan SocketScan
 	// HookErr says why the egress hook stayed attached with no frontend
 	// needing it (egress.go); the next Apply tries again.
 	HookErr error
@@ -88,7 +91,7 @@ func (d *Datapath) Apply(want servicemap.State) ApplyResult {
 			d.applyUpsert(fe.Key, fe, &res)
 		}
 	}
-	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
+	res.SocketsDestroyed, res.SocketScan, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterApply(res)
 	res.HookErr = d.settleEgress(ranged)
 	d.publishUsage()
@@ -113,7 +116,7 @@ func (d *Datapath) ApplyDelta(delta servicemap.Delta) ApplyResult {
 	for key, fe := range delta.Upsert {
 		d.applyUpsert(key, fe, &res)
 	}
-	res.SocketsDestroyed, res.SocketErr = d.terminateRetired()
+	res.SocketsDestroyed, res.SocketScan, res.SocketErr = d.terminateRetired()
 	res.Switched = d.finishAfterDelta(delta, res)
 	res.HookErr = d.settleEgress(ranged)
 	d.publishUsage()
@@ -151,11 +154,11 @@ func (d *Datapath) applyUpsert(key servicemap.FrontendKey, fe servicemap.Fronten
 // (a pod can back a ClusterIP and a NodePort: leaving one keeps its
 // sockets). refs counts the uses, so this costs the retired endpoints, not
 // every backend of the node.
-func (d *Datapath) terminateRetired() (int, error) {
+func (d *Datapath) terminateRetired() (int, SocketScan, error) {
 	retired := d.retired
 	d.retired = nil
 	if d.term == nil || len(retired) == 0 {
-		return 0, nil
+		return 0, SocketScan{}, nil
 	}
 	var targets []socklbbpf.SocktermSockTarget
 	seen := map[socklbbpf.SocktermSockTarget]bool{}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -83,17 +84,26 @@ func (t *terminator) Close() error {
 	return t.objs.Close()
 }
 
+// SocketScan is what one sync's search for the sockets of removed
+// endpoints took: finding the network namespaces, then walking their
+// sockets.
+type SocketScan struct {
+	Namespaces    int
+	Listing, Walk time.Duration
+}
+
 // destroy destroys the sockets connected to targets, in every network
 // namespace a process of the cgroup lives in, and returns how many it
 // destroyed.
-func (t *terminator) destroy(targets []socklbbpf.SocktermSockTarget) (int, error) {
+func (t *terminator) destroy(targets []socklbbpf.SocktermSockTarget) (int, SocketScan, error) {
+	var scan SocketScan
 	if len(targets) == 0 {
-		return 0, nil
+		return 0, scan, nil
 	}
 	one := uint8(1)
 	for _, k := range targets {
 		if err := t.objs.SockTargets.Put(k, one); err != nil {
-			return 0, fmt.Errorf("writing socket targets: %w", err)
+			return 0, scan, fmt.Errorf("writing socket targets: %w", err)
 		}
 	}
 	defer func() {
@@ -103,12 +113,16 @@ func (t *terminator) destroy(targets []socklbbpf.SocktermSockTarget) (int, error
 	}()
 	before := t.destroyed()
 	var errs []error
-	for _, ns := range t.namespaces() {
+	start := time.Now()
+	namespaces := t.namespaces()
+	listed := time.Now()
+	for _, ns := range namespaces {
 		if err := t.walk(ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return int(t.destroyed() - before), errors.Join(errs...)
+	scan = SocketScan{Namespaces: len(namespaces), Listing: listed.Sub(start), Walk: time.Since(listed)}
+	return int(t.destroyed() - before), scan, errors.Join(errs...)
 }
 
 func (t *terminator) destroyed() uint64 {

@@ -53,6 +53,13 @@ type phase struct {
 	AddMs      []float64 `json:"add_sync_ms"`    // syncs that retire nothing: no walk
 	MedRemove  float64   `json:"remove_sync_median_ms"`
 	MedAdd     float64   `json:"add_sync_median_ms"`
+	// Of the remove syncs, as the datapath timed them (ApplyResult's
+	// SocketScan): finding the namespaces, then walking their sockets.
+	ListMs  []float64 `json:"namespace_listing_ms"`
+	WalkMs  []float64 `json:"socket_walk_ms"`
+	Found   int       `json:"namespaces_walked"`
+	MedList float64   `json:"namespace_listing_median_ms"`
+	MedWalk float64   `json:"socket_walk_median_ms"`
 }
 
 type run struct {
@@ -152,9 +159,16 @@ func measure(procs, netns, rounds int) (r *run, err error) {
 					return p, err
 				}
 				*step.out = append(*step.out, ms)
+				if step.out == &p.RemoveMs {
+					sc := res.SocketScan
+					p.ListMs = append(p.ListMs, float64(sc.Listing.Microseconds())/1000)
+					p.WalkMs = append(p.WalkMs, float64(sc.Walk.Microseconds())/1000)
+					p.Found = sc.Namespaces
+				}
 			}
 		}
 		p.MedRemove, p.MedAdd = median(p.RemoveMs), median(p.AddMs)
+		p.MedList, p.MedWalk = median(p.ListMs), median(p.WalkMs)
 		return p, nil
 	}
 
