@@ -20,6 +20,19 @@ type Run struct {
 	// before it was measured).
 	WatchLatencyP50ms *float64 `json:"watch_latency_p50_ms,omitempty"`
 	WatchLatencyP99ms *float64 `json:"watch_latency_p99_ms,omitempty"`
+	// AgentLatency is socklb's own part of the same changes and of the
+	// churn that follows, from its histogram
+	// socklb_event_to_programmed_duration_seconds (informer event to maps
+	// written, per changed Service), estimated from the buckets as
+	// histogram_quantile does, over AgentLatencyChanges observations,
+	// while /metrics was scraped every second (null for other dataplanes
+	// and in runs before it was measured).
+	AgentLatencyP50ms   *float64 `json:"agent_latency_p50_ms,omitempty"`
+	AgentLatencyP99ms   *float64 `json:"agent_latency_p99_ms,omitempty"`
+	AgentLatencyChanges *int     `json:"agent_latency_changes,omitempty"`
+	// Scrapes of /metrics during those changes, and the longest.
+	Scrapes     *int     `json:"scrapes,omitempty"`
+	ScrapeMaxMs *float64 `json:"scrape_max_ms,omitempty"`
 	FullSyncS         *float64 `json:"full_sync_s"`
 	AgentRSSMiB       *float64 `json:"agent_rss_mib"`
 	// AgentPeakRSSMiB is the process's high-water mark (VmHWM) at the same

@@ -409,6 +409,18 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		}
 	}
 
+	// socklb's own part of every change from here on (the probe's and
+	// the churn's), from its histogram, with /metrics scraped every
+	// second as a Prometheus would.
+	var agentLat *agentLatency
+	if d.name == "socklb" && (d.cfg.changes > 0 || d.cfg.churn > 0) {
+		var err error
+		if agentLat, err = startAgentLatency(d.metrics); err != nil {
+			return err
+		}
+		defer agentLat.abort()
+	}
+
 	// Programming latency: flip the probe Service between pods a and b;
 	// the client connects every 0.5 ms until the new pod answers.
 	if d.name != "direct" && d.cfg.changes > 0 {
@@ -482,6 +494,11 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 	}
 	if d.name != "direct" && d.cfg.churn > 0 {
 		if err := churn(ctx, d, o, n); err != nil {
+			return err
+		}
+	}
+	if agentLat != nil {
+		if err := agentLat.finish(r); err != nil {
 			return err
 		}
 	}
