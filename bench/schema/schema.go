@@ -33,8 +33,8 @@ type Run struct {
 	// Scrapes of /metrics during those changes, and the longest.
 	Scrapes     *int     `json:"scrapes,omitempty"`
 	ScrapeMaxMs *float64 `json:"scrape_max_ms,omitempty"`
-	FullSyncS         *float64 `json:"full_sync_s"`
-	AgentRSSMiB       *float64 `json:"agent_rss_mib"`
+	FullSyncS   *float64 `json:"full_sync_s"`
+	AgentRSSMiB *float64 `json:"agent_rss_mib"`
 	// AgentPeakRSSMiB is the process's high-water mark (VmHWM) at the same
 	// moment: the full sync's peak (null in runs before it was measured).
 	AgentPeakRSSMiB *float64 `json:"agent_peak_rss_mib,omitempty"`
