@@ -36,6 +36,8 @@ var metrics = []metric{
 	{"socklb's own latency p99", "ms", false, func(r Run) *float64 { return r.AgentLatencyP99ms }, ""},
 	{"Full sync", "s", false, func(r Run) *float64 { return r.FullSyncS },
 		"From the dataplane's start to every Service programmed and the target answering through its ClusterIP."},
+	{"socklb's own part of the full sync", "s", false, func(r Run) *float64 { return r.AgentFullSyncS },
+		"socklb only: its full syncs once the informers' LIST was in, the rebuild and the map writes (socklb_sync_full_proxy_rules_duration_seconds_sum; the first sync alone unless the raw file's agent_full_syncs says more; not measured in older runs)."},
 	{"Agent RSS at full sync", "MiB", false, func(r Run) *float64 { return r.AgentRSSMiB }, "VmRSS of the socklb agent or kube-proxy process."},
 	{"Agent peak RSS at full sync", "MiB", false, func(r Run) *float64 { return r.AgentPeakRSSMiB },
 		"VmHWM of the same process at the same moment: the highest resident set since it started, which a memory limit must hold (not measured in older runs)."},

@@ -34,7 +34,14 @@ type Run struct {
 	Scrapes     *int     `json:"scrapes,omitempty"`
 	ScrapeMaxMs *float64 `json:"scrape_max_ms,omitempty"`
 	FullSyncS   *float64 `json:"full_sync_s"`
-	AgentRSSMiB *float64 `json:"agent_rss_mib"`
+	// AgentFullSyncS is socklb's own part of FullSyncS: the seconds its
+	// full syncs took, the informers' LIST already in (rebuild and map
+	// writes, socklb_sync_full_proxy_rules_duration_seconds_sum), over
+	// AgentFullSyncs of them, the first sync alone when 1 (null for other
+	// dataplanes and in runs before it was measured).
+	AgentFullSyncS *float64 `json:"agent_full_sync_s,omitempty"`
+	AgentFullSyncs *int     `json:"agent_full_syncs,omitempty"`
+	AgentRSSMiB    *float64 `json:"agent_rss_mib"`
 	// AgentPeakRSSMiB is the process's high-water mark (VmHWM) at the same
 	// moment: the full sync's peak (null in runs before it was measured).
 	AgentPeakRSSMiB *float64 `json:"agent_peak_rss_mib,omitempty"`

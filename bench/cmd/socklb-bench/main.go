@@ -387,6 +387,14 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 		r.AgentRSSMiB, r.AgentPeakRSSMiB, r.AgentCPUS = fptr(u.rssMiB), fptr(u.peakMiB), fptr(u.cpuS)
 		logf("full sync %.3fs, agent RSS %.1f MiB (peak %.1f), CPU %.2fs", *r.FullSyncS, u.rssMiB, u.peakMiB, u.cpuS)
 		if d.name == "socklb" {
+			sum, err1 := d.metric("socklb_sync_full_proxy_rules_duration_seconds_sum")
+			cnt, err2 := d.metric("socklb_sync_full_proxy_rules_duration_seconds_count")
+			if err := errors.Join(err1, err2); err != nil {
+				return err
+			}
+			syncs := int(cnt)
+			r.AgentFullSyncS, r.AgentFullSyncs = fptr(sum), &syncs
+			logf("socklb's own part (LIST in -> programmed: rebuild and map writes): %.3fs over %d full syncs", sum, syncs)
 			if d.cfg.bpftool {
 				mb, err := d.mapMemory()
 				if err != nil {
