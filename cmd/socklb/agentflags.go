@@ -89,7 +89,7 @@ func (o *agentOptions) flagSets() cliflag.NamedFlagSets {
 	_ = fs.MarkDeprecated("max-revnat", "it sized nothing since per-socket state moved to socket-local storage; --max-sockets sizes the connected TCP sockets' map; drop the flag")
 	fs.BoolVar(&c.SocketLBHostNSOnly, "socket-lb-hostns-only", c.SocketLBHostNSOnly, "translate only for sockets in the host network namespace, leaving pods to a sidecar proxy (Istio, Kata, KubeVirt)")
 	fs.StringVar(&c.TerminateSockets, "terminate-sockets", c.TerminateSockets, "when a backend leaves, destroy the sockets socklb connected to it: none, udp (connected UDP, e.g. DNS clients) or all (UDP and TCP); needs Linux 6.5+")
-	fs.StringSliceVar(&c.DisableKernelFeatures, "disable-kernel-features", c.DisableKernelFeatures, "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: set_retval, sock_destroy, kern_ctx")
+	fs.StringSliceVar(&c.DisableKernelFeatures, "disable-kernel-features", c.DisableKernelFeatures, "comma-separated kernel features to treat as missing, to run an older kernel's fallbacks: "+featureNames())
 	fs.StringSliceVar(&c.NodePortAddresses, "nodeport-addresses", c.NodePortAddresses, "comma-separated CIDRs and keywords (primary: the Node object's primary IPv4/IPv6 address; localhost: 127.0.0.0/8 and ::1; all): serve NodePorts only on node addresses inside them, per IP family (kube-proxy's flag); empty means all node addresses")
 	fs.BoolVar(&c.PacketLB, "packet-lb", c.PacketLB, "serve NodePort, LoadBalancer-IP and externalIP packets that reach the node from other machines, with tcx programs on --devices (Linux 6.6+), and other nodes' NodePorts from sockets here; "+
 		"deploy/overlays/replace-kube-proxy and the chart's replace mode turn it on; leave it off beside kube-proxy, which keeps that job")
@@ -299,4 +299,14 @@ func parseBudget(s string) (uint64, error) {
 		return 0, fmt.Errorf("--map-memory-budget=%q: want a quantity of bytes such as 2Gi or 512Mi, or 0 to keep the --max-* sizes", s)
 	}
 	return uint64(q.Value()), nil
+}
+
+// featureNames lists the optional kernel features for the flag's help,
+// from the one list the datapath parses.
+func featureNames() string {
+	names := make([]string, len(datapath.AllFeatures))
+	for i, f := range datapath.AllFeatures {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
 }
