@@ -251,7 +251,9 @@ func (a *Agent) sync(full bool) bool {
 		a.log.Info("synced", "frontends", len(r.state), "upserted", res.Upserted, "removed", res.Removed,
 			"failed", len(res.Failed), "sockets_destroyed", res.SocketsDestroyed, "full", r.full, "took", d)
 	}
-	if sc := res.SocketScan; sc.Namespaces > 0 {
+	if sc := res.SocketScan; sc.SlowListing != nil {
+		a.log.Warn("the task walk failed; this sync read /proc per process to find the namespaces whose sockets it walks", "err", sc.SlowListing, "listing", sc.Listing)
+	} else if sc.Namespaces > 0 {
 		// What finding a removed endpoint's sockets cost this sync: a
 		// node with many processes or pods shows it here first.
 		a.log.Debug("socket walk", "namespaces", sc.Namespaces, "listing", sc.Listing, "walk", sc.Walk)

@@ -90,6 +90,9 @@ func (t *terminator) Close() error {
 type SocketScan struct {
 	Namespaces    int
 	Listing, Walk time.Duration
+	// SlowListing is why this sync's namespaces came from /proc though
+	// the task walk was loaded (nil: they did not).
+	SlowListing error
 }
 
 // destroy destroys the sockets connected to targets, in every network
@@ -114,14 +117,14 @@ func (t *terminator) destroy(targets []socklbbpf.SocktermSockTarget) (int, Socke
 	before := t.destroyed()
 	var errs []error
 	start := time.Now()
-	namespaces := t.namespaces()
+	namespaces, slow := t.namespaces()
 	listed := time.Now()
 	for _, ns := range namespaces {
 		if err := t.walk(ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	scan = SocketScan{Namespaces: len(namespaces), Listing: listed.Sub(start), Walk: time.Since(listed)}
+	scan = SocketScan{Namespaces: len(namespaces), Listing: listed.Sub(start), Walk: time.Since(listed), SlowListing: slow}
 	return int(t.destroyed() - before), scan, errors.Join(errs...)
 }
 
@@ -194,14 +197,16 @@ func openIn(nsPath string, iters ...*link.Iter) ([]io.ReadCloser, error) {
 // namespace of the processes in the cgroup and its descendants: the
 // sockets the hooks could have translated live there. The task walk
 // answers when it can; a walk that fails (a namespace map full) leaves
-// the answer to /proc, for this sync only.
-func (t *terminator) namespaces() []string {
-	if t.lister != nil {
-		if ns, err := t.lister.namespaces(); err == nil {
-			return ns
-		}
+// the answer to /proc for this sync only, and says why.
+func (t *terminator) namespaces() ([]string, error) {
+	if t.lister == nil {
+		return cgroupNamespaces(t.cgroup), nil
 	}
-	return cgroupNamespaces(t.cgroup)
+	ns, err := t.lister.namespaces()
+	if err != nil {
+		return cgroupNamespaces(t.cgroup), err
+	}
+	return ns, nil
 }
 
 // cgroupNamespaces lists one /proc/PID/ns/net path per distinct network

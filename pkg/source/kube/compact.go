@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,12 +76,22 @@ func compactService(s *corev1.Service, in *interner) {
 	}
 }
 
-// compactSlice shares what every endpoint of a cluster repeats: the
-// condition booleans, node and zone names, port names and protocols.
+// compactSlice drops the endpoint fields servicemap never reads (the Pod
+// reference, hostname, deprecated topology: a targetRef alone is seven
+// strings per endpoint) and the spare capacity the decoder's appends left
+// (a slice of 10 endpoints holds an array of 16), and shares what every
+// endpoint of a cluster repeats: the condition booleans, node and zone
+// names, port names and protocols.
 func compactSlice(s *discoveryv1.EndpointSlice, in *interner) {
 	s.AddressType = discoveryv1.AddressType(in.str(string(s.AddressType)))
+	if cap(s.Endpoints) > len(s.Endpoints) {
+		s.Endpoints = slices.Clone(s.Endpoints)
+	}
 	for i := range s.Endpoints {
 		e := &s.Endpoints[i]
+		e.TargetRef = nil
+		e.Hostname = nil
+		e.DeprecatedTopology = nil
 		e.Conditions.Ready = sharedBool(e.Conditions.Ready)
 		e.Conditions.Serving = sharedBool(e.Conditions.Serving)
 		e.Conditions.Terminating = sharedBool(e.Conditions.Terminating)

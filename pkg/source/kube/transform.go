@@ -36,7 +36,6 @@ func newTrim(nodeName string) func(obj any) (any, error) {
 			} else {
 				o.Annotations = nil
 			}
-			trimEndpoints(o)
 			compactSlice(o, in)
 		case *corev1.Node:
 			return trimNode(o, o.Name == nodeName), nil
@@ -75,21 +74,4 @@ func sameNodeFacts(a, b *corev1.Node) bool {
 		maps.Equal(a.Labels, b.Labels) &&
 		a.DeletionTimestamp.Equal(b.DeletionTimestamp) &&
 		reflect.DeepEqual(a.Spec.Taints, b.Spec.Taints)
-}
-
-// trimEndpoints drops the endpoint fields servicemap never reads (the
-// Pod reference, hostname, deprecated topology: a targetRef alone is seven
-// strings per endpoint) and the spare capacity the decoder's appends left
-// (a slice of 10 endpoints holds an array of 16), which at 10 000 slices
-// was a third of the informer cache's largest allocation.
-func trimEndpoints(o *discoveryv1.EndpointSlice) {
-	for i := range o.Endpoints {
-		e := &o.Endpoints[i]
-		e.TargetRef = nil
-		e.Hostname = nil
-		e.DeprecatedTopology = nil
-	}
-	if cap(o.Endpoints) > len(o.Endpoints) {
-		o.Endpoints = slices.Clone(o.Endpoints)
-	}
 }
