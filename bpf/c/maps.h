@@ -93,7 +93,9 @@ struct slot_value {
 	__u32 generation;
 };
 
-/* KUBE-SEP-*: where a backend lives. */
+/* KUBE-SEP-*: where a backend lives. One entry per endpoint of a Service
+ * port, shared by the port's frontends, as their KUBE-SVC chains share the
+ * KUBE-SEP chains (pkg/datapath/backends.go). */
 struct backend {
 	__u8 addr[16];
 	__be16 port;
@@ -168,7 +170,7 @@ struct affinity_key {
 	enum affinity_by by;
 };
 
-/* The endpoint, not a backend id: ids are per frontend and reused, so an
+/* The endpoint, not a backend id: ids are per Service port and reused, so an
  * entry is honoured only while members says the endpoint is still one of
  * the Service's backends. */
 struct affinity_value {
@@ -189,7 +191,7 @@ struct member_key {
 	__u8 addr[16];
 };
 
-/* iptables -L -v pkts column, per KUBE-SEP. */
+/* iptables -L -v pkts column, per KUBE-SEP: per endpoint of a Service port. */
 struct backend_stats {
 	__u64 connects;
 	__u64 datagrams;

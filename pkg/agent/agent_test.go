@@ -427,9 +427,12 @@ func TestServiceStatsCollector(t *testing.T) {
 			return nil, errors.New("no pins")
 		}
 		web := types.NamespacedName{Namespace: "default", Name: "web"}
+		http := []datapath.BackendDump{{ID: 1, Connects: 3}, {ID: 2, Connects: 4, Datagrams: 1}}
+		// The port's NodePort shares its endpoints' counters: counted once.
 		return []datapath.ServiceDump{
-			{Frontend: servicemap.Frontend{Service: web, PortName: "http"}, Backends: []datapath.BackendDump{{Connects: 3}, {Connects: 4, Datagrams: 1}}},
-			{Frontend: servicemap.Frontend{Service: web, PortName: "dns"}, Backends: []datapath.BackendDump{{Datagrams: 9}}},
+			{Frontend: servicemap.Frontend{Service: web, PortName: "http"}, Backends: http},
+			{Frontend: servicemap.Frontend{Service: web, PortName: "http", Kind: servicemap.KindNodePort}, Backends: http[1:]},
+			{Frontend: servicemap.Frontend{Service: web, PortName: "dns"}, Backends: []datapath.BackendDump{{ID: 3, Datagrams: 9}}},
 		}, nil
 	}
 	if err := m.collectServiceStats(read); err != nil {

@@ -59,6 +59,13 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	type sums struct{ connects, datagrams uint64 }
 	total := map[key]*sums{}
 	var order []key
+	// The frontends of a Service port share their endpoints' counters
+	// (one backend id per endpoint of the port): each id counts once.
+	type use struct {
+		k  key
+		id uint32
+	}
+	seen := map[use]bool{}
 	for _, s := range svcs {
 		k := key{s.Frontend.Service.Namespace, s.Frontend.Service.Name, s.Frontend.PortName}
 		if total[k] == nil {
@@ -66,6 +73,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			order = append(order, k)
 		}
 		for _, b := range s.Backends {
+			if seen[use{k, b.ID}] {
+				continue
+			}
+			seen[use{k, b.ID}] = true
 			total[k].connects += b.Connects
 			total[k].datagrams += b.Datagrams
 		}

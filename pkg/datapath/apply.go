@@ -216,8 +216,10 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 	}
 	next.AffinityID = aid
 	undo = append(undo, func() { d.unrefGroup(fe) })
+	// A frontend moved to another Service port (its name changed under
+	// the same address) takes that port's entries.
 	oldIDs := map[servicemap.Backend]uint32{}
-	if old != nil {
+	if old != nil && old.AffinityID == aid {
 		for i, b := range old.Frontend.Backends {
 			oldIDs[b] = old.BackendIDs[i]
 		}
@@ -229,12 +231,13 @@ func (d *Datapath) upsert(fe servicemap.Frontend) error {
 			next.BackendIDs = append(next.BackendIDs, id)
 			continue
 		}
-		id, err := d.newBackend(fe.Key.Proto, b)
+		k := backendKeyOf(aid, fe.Key.Proto, b)
+		id, err := d.useBackend(k)
 		if err != nil {
 			rollback()
 			return err
 		}
-		undo = append(undo, func() { d.deleteBackend(id) })
+		undo = append(undo, func() { d.dropBackend(k, id) })
 		next.BackendIDs = append(next.BackendIDs, id)
 	}
 	// Members of the new backends; of all of them when the frontend
@@ -319,7 +322,7 @@ func (d *Datapath) retire(old, next *Service) {
 			_ = d.t.members.Delete(memberKey(old.ID, old.Frontend.Backends[i]))
 		}
 		if !kept[id] {
-			d.deleteBackend(id)
+			d.dropBackend(backendKeyOf(old.AffinityID, old.Frontend.Key.Proto, old.Frontend.Backends[i]), id)
 		}
 	}
 }
@@ -338,28 +341,36 @@ func (d *Datapath) remove(cur *Service) error {
 	return nil
 }
 
-func (d *Datapath) newBackend(proto servicemap.Protocol, b servicemap.Backend) (uint32, error) {
-	id, err := d.backendIDs.alloc()
+// useBackend returns the id of k's backends entry for one more frontend,
+// writing the entry if no frontend had it yet.
+func (d *Datapath) useBackend(k backendKey) (uint32, error) {
+	id, fresh, err := d.backends.acquire(k)
 	if err != nil {
 		return 0, &MapError{Map: socklbbpf.SocklbMapBackends, Err: fmt.Errorf("backends map is full (%s): raise --max-backends", err)}
+	}
+	if !fresh {
+		return id, nil
 	}
 	// The id's counters start from zero before the backend exists, so
 	// the last owner's counts are not its.
 	if err := put(func() error { return d.t.stats.Put(id, socklbbpf.SocklbBackendStats{}) }); err != nil {
-		d.backendIDs.free(id)
+		d.backends.release(k, id)
 		return 0, mapErr(socklbbpf.SocklbMapStats, err)
 	}
-	be := socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(proto), Id: id}
-	if err := put(func() error { return d.t.backends.Put(id, be) }); err != nil {
-		d.backendIDs.free(id)
+	if err := put(func() error { return d.t.backends.Put(id, k.value(id)) }); err != nil {
+		d.backends.release(k, id)
 		return 0, mapErr(socklbbpf.SocklbMapBackends, err)
 	}
 	return id, nil
 }
 
-func (d *Datapath) deleteBackend(id uint32) {
-	_ = d.t.backends.Delete(id)
-	d.backendIDs.free(id)
+// dropBackend is one frontend fewer using k's entry, deleted with its
+// last: a slot still pointing at it is gone by then (retire deletes the
+// old generation's slots first).
+func (d *Datapath) dropBackend(k backendKey, id uint32) {
+	if d.backends.release(k, id) {
+		_ = d.t.backends.Delete(id)
+	}
 }
 
 // needsMembers says whether anything reads fe's members: sessionAffinity

@@ -128,13 +128,17 @@ func (d *Datapath) stage(fe servicemap.Frontend, f *fill) (*Service, []func(), e
 	undo = append(undo, func() { d.unrefGroup(fe) })
 	s := &Service{Frontend: fe, ID: id, Generation: 1, AffinityID: aid}
 	for _, b := range fe.Backends {
-		bid, err := d.backendIDs.alloc()
+		k := backendKeyOf(aid, fe.Key.Proto, b)
+		bid, fresh, err := d.backends.acquire(k)
 		if err != nil {
 			return nil, undo, err
 		}
-		undo = append(undo, func() { d.backendIDs.free(bid) })
-		f.stats.add(bid, socklbbpf.SocklbBackendStats{})
-		f.backends.add(bid, socklbbpf.SocklbBackend{Addr: addrBytes(b.Addr), Port: portToMap(b.Port), Proto: uint8(fe.Key.Proto), Id: bid})
+		// Only the count: the chunk's undo deletes what it wrote.
+		undo = append(undo, func() { d.backends.release(k, bid) })
+		if fresh {
+			f.stats.add(bid, socklbbpf.SocklbBackendStats{})
+			f.backends.add(bid, k.value(bid))
+		}
 		if needsMembers(fe) {
 			f.members.add(memberKey(id, b), bid)
 		}

@@ -55,7 +55,8 @@ type Config struct {
 }
 
 // Defaults sized for 100k Services and 1M endpoints: a Service port is one
-// service entry per frontend address, each of its endpoints one backend.
+// service entry per frontend address, each of its endpoints one backend
+// (shared by the port's frontends) and one slot per frontend.
 // The hash maps are not preallocated, so unused capacity costs only the
 // bucket array (16 bytes per entry); the affinity and sock_conns LRUs and
 // the stats array (16 bytes per backend id) are preallocated; every other

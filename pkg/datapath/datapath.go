@@ -27,7 +27,7 @@ type Datapath struct {
 	mu         sync.Mutex
 	current    map[servicemap.FrontendKey]*Service
 	svcIDs     *idAllocator
-	backendIDs *idAllocator
+	backends   *backendTable
 	groupIDs   *idAllocator
 	groups     map[affinityGroup]*groupRef
 	batch      batchWriter
@@ -105,7 +105,7 @@ func Open(cfg Config) (*Datapath, error) {
 		pinDir:     pinDir,
 		t:          tablesOf(&objs.SocklbMaps),
 		svcIDs:     newIDAllocator(cfg.MaxServices),
-		backendIDs: newIDAllocator(cfg.MaxBackends),
+		backends:   newBackendTable(cfg.MaxBackends),
 		retvalErr:  retvalErr,
 		memlockErr: memlockErr,
 		groupIDs:   newIDAllocator(cfg.MaxServices),
@@ -225,8 +225,8 @@ func (d *Datapath) adopt() error {
 		if !d.adoptGroup(s) {
 			s.Broken = true
 		}
-		for _, id := range s.BackendIDs {
-			d.backendIDs.reserve(id)
+		for i, id := range s.BackendIDs {
+			d.backends.adopt(backendKeyOf(s.AffinityID, s.Frontend.Key.Proto, s.Frontend.Backends[i]), id)
 			liveBackends[id] = true
 		}
 		for _, b := range s.Frontend.Backends {

@@ -214,7 +214,7 @@ func (d *Datapath) reload(next Config) error {
 	}
 	d.svcIDs.resize(next.MaxServices)
 	d.groupIDs.resize(next.MaxServices)
-	d.backendIDs.resize(next.MaxBackends)
+	d.backends.ids.resize(next.MaxBackends)
 	d.migration = mig.String(pinDir)
 	if oldTerm != nil {
 		oldTerm.Close()

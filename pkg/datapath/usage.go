@@ -55,7 +55,7 @@ func (d *Datapath) publishUsage() {
 		frontends: uint32(len(d.current)),
 		slots:     uint32(d.slotCount),
 		members:   uint32(d.memberCount),
-		backends:  uint32(len(d.backendIDs.used)),
+		backends:  uint32(d.backends.len()),
 		ranges:    uint32(d.rangeCount),
 	})
 }
