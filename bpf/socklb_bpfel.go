@@ -123,6 +123,7 @@ type SocklbNodeAddrFlag uint32
 
 const (
 	SocklbNodeAddrFlagNODE_ADDR_REMOTE SocklbNodeAddrFlag = 1
+	SocklbNodeAddrFlagNODE_ADDR_LOCAL  SocklbNodeAddrFlag = 2
 )
 
 type SocklbNodeAddrKey struct {
@@ -170,9 +171,10 @@ type SocklbSrcRangeKey struct {
 type SocklbSvcFlag uint16
 
 const (
-	SocklbSvcFlagSVC_F_POLICY_DROP SocklbSvcFlag = 1
-	SocklbSvcFlagSVC_F_LOCAL       SocklbSvcFlag = 2
-	SocklbSvcFlagSVC_F_SRC_RANGES  SocklbSvcFlag = 4
+	SocklbSvcFlagSVC_F_POLICY_DROP     SocklbSvcFlag = 1
+	SocklbSvcFlagSVC_F_LOCAL           SocklbSvcFlag = 2
+	SocklbSvcFlagSVC_F_SRC_RANGES      SocklbSvcFlag = 4
+	SocklbSvcFlagSVC_F_LOCAL_NODE_ONLY SocklbSvcFlag = 8
 )
 
 type SocklbSvcKey struct {

@@ -132,41 +132,53 @@ static __always_inline int lb_service(const struct svc_key *key, struct svc_valu
 	return 1;
 }
 
-/* lb_remote_node reports whether addr is another node's address that
- * NodePorts answer on. */
-static __always_inline int lb_remote_node(const __u8 addr[16])
+/* lb_node_addr returns addr's node_addrs flags: NODE_ADDR_LOCAL for this
+ * node's NodePort addresses, NODE_ADDR_REMOTE for another node's, 0 for
+ * any other address. */
+static __always_inline __u32 lb_node_addr(const __u8 addr[16])
 {
 	struct node_addr_key k;
 	enum node_addr_flag *f;
 
 	__builtin_memcpy(k.addr, addr, sizeof(k.addr));
 	f = bpf_map_lookup_elem(&node_addrs, &k);
-	return f && (*f & NODE_ADDR_REMOTE);
+	return f ? *f : 0;
 }
 
-/* lb_frontend finds the frontend of key, copied to sv. Another node's
- * address has no frontends of its own: its NodePorts are the frontends at
- * the unspecified address of the family, and key is turned into that one,
- * so the retries and lb_same_service look up the same entry. A socket thus
- * reaches another node's NodePort without crossing to that node, as
- * Cilium's socket LB does. */
-static __always_inline int lb_frontend(struct svc_key *key, struct svc_value *sv)
+/* lb_nodeport finds the NodePort frontend of a node address that had no
+ * frontend of its own (key, copied to sv; node is its lb_node_addr): NodePorts are one frontend per
+ * port at the unspecified address of the family, and key is turned into
+ * that one, so the retries and lb_same_service look up the same entry.
+ * This node's addresses reach every NodePort; another node's (a socket
+ * reaching its NodePort without crossing to it, as Cilium's socket LB
+ * does) only those not SVC_F_LOCAL_NODE_ONLY. kube-proxy's KUBE-NODEPORTS
+ * is likewise matched after every other rule of KUBE-SERVICES. */
+static __always_inline int lb_nodeport(struct svc_key *key, struct svc_value *sv, __u32 node)
 {
 	__u32 *w = (__u32 *)key->addr;
 
-	/* The wildcard entries are reached only this way: a connect to the
-	 * unspecified address itself means this host (or a pod's own
-	 * loopback), never another node. */
-	if (addr_is_unset(key->addr))
-		return 0;
-	if (lb_service(key, sv))
-		return 1;
-	if (!lb_remote_node(key->addr))
+	if (!node)
 		return 0;
 	w[3] = 0;
 	if (!addr_is_v4(key->addr))
 		w[0] = w[1] = w[2] = 0;
-	return lb_service(key, sv) && sv->kind == SVC_KIND_NODE_PORT;
+	if (!lb_service(key, sv) || sv->kind != SVC_KIND_NODE_PORT)
+		return 0;
+	return (node & NODE_ADDR_LOCAL) || !(sv->flags & SVC_F_LOCAL_NODE_ONLY);
+}
+
+/* lb_frontend finds the frontend of key, copied to sv: its own, else a
+ * NodePort's (lb_nodeport). */
+static __always_inline int lb_frontend(struct svc_key *key, struct svc_value *sv)
+{
+	/* The wildcard entries are reached only through lb_nodeport: a
+	 * connect to the unspecified address itself means this host (or a
+	 * pod's own loopback), never a NodePort. */
+	if (addr_is_unset(key->addr))
+		return 0;
+	if (lb_service(key, sv))
+		return 1;
+	return lb_nodeport(key, sv, lb_node_addr(key->addr));
 }
 
 /* lb_src_allowed applies loadBalancerSourceRanges to a source address, for

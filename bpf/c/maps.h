@@ -16,7 +16,7 @@
  * pkg/datapath/maps.go). These equal its defaults (pkg/datapath/config.go,
  * kept equal by TestMapTable), so either file tells the real capacity. */
 #define SOCKLB_MAX_SERVICES 262144
-#define SOCKLB_MAX_BACKENDS 1048576
+#define SOCKLB_MAX_BACKENDS 2097152
 #define SOCKLB_MAX_AFFINITY 65536
 #define SOCKLB_MAX_FLOWS 262144
 #define SOCKLB_MAX_SOCKETS 262144
@@ -31,10 +31,11 @@ enum svc_scope : __u8 {
 	SVC_SCOPE_EXTERNAL = 1, /* packets from other machines only */
 };
 
-/* KUBE-SERVICES: which frontends exist. A NodePort of another node's
- * address is the frontend at the unspecified address of its family
- * (::ffff:0.0.0.0 or ::), found once node_addrs says the address is
- * another node's. */
+/* KUBE-SERVICES: which frontends exist. A NodePort is one frontend at
+ * the unspecified address of its family (::ffff:0.0.0.0 or ::), found
+ * once node_addrs says the destination is one of this node's NodePort
+ * addresses, or another node's: one entry per port, not one per node
+ * address. */
 struct svc_key {
 	__u8 addr[16];
 	__be16 port;
@@ -51,6 +52,7 @@ enum svc_flag : __u16 {
 	SVC_F_POLICY_DROP = 0x1, /* endpoints exist, the traffic policy allows none here */
 	SVC_F_LOCAL = 0x2,	 /* internalTrafficPolicy Local (informational) */
 	SVC_F_SRC_RANGES = 0x4,	 /* loadBalancerSourceRanges: src_ranges lists who may connect */
+	SVC_F_LOCAL_NODE_ONLY = 0x8, /* a NodePort served at this node's addresses, not others' (externalTrafficPolicy Local) */
 };
 
 /* svc_value.kind: why the frontend exists. */
@@ -215,7 +217,11 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 2 * SOCKLB_MAX_BACKENDS); /* a switching service holds two generations */
+	/* One per endpoint of each frontend, where backends has one per
+	 * endpoint of a Service port: a port with a NodePort has two slot
+	 * sets to one backend set. A switching frontend holds two
+	 * generations for a moment. */
+	__uint(max_entries, 2 * SOCKLB_MAX_BACKENDS);
 	__type(key, struct slot_key);
 	__type(value, struct slot_value);
 } slots SEC(".maps");
@@ -257,10 +263,12 @@ struct {
 	__type(value, struct affinity_value);
 } affinity SEC(".maps");
 
+/* Members are per frontend, as slots are, for the frontends whose members
+ * something reads: sized as slots. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, SOCKLB_MAX_BACKENDS);
+	__uint(max_entries, 2 * SOCKLB_MAX_BACKENDS);
 	__type(key, struct member_key);
 	__type(value, __u32); /* backend id */
 } members SEC(".maps");
@@ -291,12 +299,16 @@ struct {
 	__type(value, __u64);
 } sock_events SEC(".maps");
 
-/* node_addrs: addresses of the cluster's nodes that NodePorts answer on,
- * other than this node's own (those have frontends of their own). A
+/* node_addrs: addresses of the cluster's nodes that NodePorts answer on.
+ * This node's own (NODE_ADDR_LOCAL: its interfaces and Node object
+ * addresses through --nodeport-addresses) reach the NodePort frontends at
+ * the unspecified address. So do the other nodes' (NODE_ADDR_REMOTE): a
  * socket dialling one at a NodePort is translated here, as Cilium does,
- * instead of crossing to that node. */
+ * instead of crossing to that node, unless the NodePort is
+ * SVC_F_LOCAL_NODE_ONLY. */
 enum node_addr_flag : __u32 {
 	NODE_ADDR_REMOTE = 0x1,
+	NODE_ADDR_LOCAL = 0x2,
 };
 
 struct node_addr_key {

@@ -78,6 +78,9 @@ func printChain(w io.Writer, svcs []datapath.ServiceDump) error {
 	for _, s := range svcs {
 		fe := s.Frontend
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s:%s\t%s\tsvc %d, generation %d\n", fe.Key, fe.Kind, family(fe), fe.Service, fe.PortName, attributes(fe), s.ID, s.Generation)
+		if s.Via != nil {
+			fmt.Fprintf(tw, "    a node address: served by the NodePort entry %s\n", s.Via)
+		}
 		if s.Broken {
 			fmt.Fprintln(tw, "    ! a slot or backend of the live generation is missing; the agent rewrites it on its next sync")
 		}

@@ -83,7 +83,7 @@ func TestAddressEventsSync(t *testing.T) {
 	np.Spec.Type = corev1.ServiceTypeNodePort
 	np.Spec.Ports[0].NodePort = 30080
 	h.src.set(func(in *model.Input) { in.Services = []*corev1.Service{np} })
-	if st := h.waitApply(); !hasFrontend(st, "10.1.0.5:30080") {
+	if st := h.waitApply(); !h.dp.servesNodePort(st, "10.1.0.5:30080") {
 		t.Fatalf("first sync: no NodePort on 10.1.0.5: %v", keys(st))
 	}
 	h.settle()
@@ -91,8 +91,8 @@ func TestAddressEventsSync(t *testing.T) {
 	start := time.Now()
 	addrs.add("10.1.0.9", 5)
 	st := h.waitApply()
-	if took := time.Since(start); !hasFrontend(st, "10.1.0.9:30080") || took > time.Second {
-		t.Fatalf("after an address event: NodePort on 10.1.0.9 %v after %s; frontends %v", hasFrontend(st, "10.1.0.9:30080"), took, keys(st))
+	if took := time.Since(start); !h.dp.servesNodePort(st, "10.1.0.9:30080") || took > time.Second {
+		t.Fatalf("after an address event: NodePort on 10.1.0.9 %v after %s; frontends %v", h.dp.servesNodePort(st, "10.1.0.9:30080"), took, keys(st))
 	}
 	h.settle()
 	select {
@@ -100,16 +100,6 @@ func TestAddressEventsSync(t *testing.T) {
 		t.Fatalf("a burst of 5 events synced twice: %v", keys(st))
 	case <-time.After(3 * AddressDebounce):
 	}
-}
-
-func hasFrontend(st servicemap.State, addrPort string) bool {
-	want := netip.MustParseAddrPort(addrPort)
-	for k := range st {
-		if k.Addr == want.Addr() && k.Port == want.Port() && k.Scope == servicemap.ScopeAny {
-			return true
-		}
-	}
-	return false
 }
 
 func keys(st servicemap.State) []string {

@@ -67,7 +67,7 @@ func (a *Agent) admit(r *round) {
 		return
 	}
 	tot := a.tracker.Totals()
-	need := servicemap.Capacity{Frontends: tot.Frontends, Backends: tot.Backends, Ranges: tot.Ranges}
+	need := servicemap.Capacity{Frontends: tot.Frontends, Backends: tot.BackendEntries, Slots: tot.Backends, Ranges: tot.Ranges}
 	room := roomOf(sized.Capacity())
 	if r.full {
 		a.refused.denied = servicemap.Capacity{} // a growth refused is tried again hourly, at most
@@ -114,11 +114,11 @@ func (a *Agent) admit(r *round) {
 
 func roomOf(c servicemap.Capacity) servicemap.Capacity {
 	return servicemap.Capacity{Frontends: c.Frontends - c.Frontends/admissionMargin, Backends: c.Backends - c.Backends/admissionMargin,
-		Ranges: c.Ranges - c.Ranges/admissionMargin}
+		Slots: c.Slots - c.Slots/admissionMargin, Ranges: c.Ranges - c.Ranges/admissionMargin}
 }
 
 func fits(need, room servicemap.Capacity) bool {
-	return need.Frontends <= room.Frontends && need.Backends <= room.Backends && need.Ranges <= room.Ranges
+	return need.Frontends <= room.Frontends && need.Backends <= room.Backends && need.Slots <= room.Slots && need.Ranges <= room.Ranges
 }
 
 // grow asks a Grower datapath for maps with room for need (plus the
@@ -130,13 +130,14 @@ func (a *Agent) grow(need, room servicemap.Capacity) servicemap.Capacity {
 		return room
 	}
 	want := servicemap.Capacity{Frontends: need.Frontends + need.Frontends/(admissionMargin-1) + 1,
-		Backends: need.Backends + need.Backends/(admissionMargin-1) + 1, Ranges: need.Ranges + need.Ranges/(admissionMargin-1) + 1}
+		Backends: need.Backends + need.Backends/(admissionMargin-1) + 1, Slots: need.Slots + need.Slots/(admissionMargin-1) + 1,
+		Ranges: need.Ranges + need.Ranges/(admissionMargin-1) + 1}
 	start := time.Now()
 	c, err := g.Grow(want)
 	grown := roomOf(c)
 	if grown != room {
 		a.log.Info("the maps grew: the Services need more room", "frontends", c.Frontends, "backends", c.Backends, "source_ranges", c.Ranges,
-			"needed_frontends", need.Frontends, "needed_backends", need.Backends, "took", time.Since(start))
+			"needed_frontends", need.Frontends, "needed_backends", need.Backends, "needed_slots", need.Slots, "took", time.Since(start))
 	}
 	switch {
 	case errors.Is(err, datapath.ErrBudget):
@@ -169,7 +170,7 @@ func (a *Agent) reportRefusals(before map[types.NamespacedName]servicemap.Demand
 		}
 		msg := refusalNote(d, a.refused.room)
 		a.log.Warn("Service not programmed: the maps have no room for it", logkey.Service(nn),
-			"frontends", d.Frontends, "backends", d.Backends, "reason", msg)
+			"frontends", d.Frontends, "backends", d.Backends, "slots", d.Slots, "reason", msg)
 		a.event(model.KindService, nn, "CapacityExceeded", "socklb on this node does not serve it: "+msg)
 	}
 	for nn := range before {
@@ -181,9 +182,9 @@ func (a *Agent) reportRefusals(before map[types.NamespacedName]servicemap.Demand
 }
 
 func refusalNote(d servicemap.Demand, room servicemap.Capacity) string {
-	return fmt.Sprintf("its %d frontends, %d backends and %d source ranges do not fit beside the older Services (room for %d frontends, %d backends and %d source ranges in all); "+
-		"the newest Services are refused first, whole, and are served as soon as room frees up; raise --max-services (frontends, source ranges) or --max-backends, or remove Services",
-		d.Frontends, d.Backends, d.Ranges, room.Frontends, room.Backends, room.Ranges)
+	return fmt.Sprintf("its %d frontends, %d backends, %d slots and %d source ranges do not fit beside the older Services (room for %d frontends, %d backends, %d slots and %d source ranges in all); "+
+		"the newest Services are refused first, whole, and are served as soon as room frees up; raise --max-services (frontends, source ranges) or --max-backends (backends, slots), or remove Services",
+		d.Frontends, d.Backends, d.Slots, d.Ranges, room.Frontends, room.Backends, room.Slots, room.Ranges)
 }
 
 // checks reports no local endpoint for the refused Services' health check

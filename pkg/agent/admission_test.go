@@ -134,7 +134,7 @@ func TestOneTenantCannotFillTheNode(t *testing.T) {
 		src.byName[nn(s.Namespace+"/"+s.Name)] = servicemap.ServiceObjects{Service: s, Slices: slice(s, "10.0.0.1", "10.0.0.2")}
 	}
 	// 64 of each: 62 for admitted Services after the 1/32 margin.
-	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 128, Ranges: 64}}
+	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 128, Slots: 256, Ranges: 64}}
 	rec := &fakeRecorder{}
 	logs := &lockedBuffer{}
 	a, wait := runTracked(t, src, Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(logs, nil)), Events: rec,
@@ -214,7 +214,7 @@ func TestRefusedAfterAFailedRemovalIsRemoved(t *testing.T) {
 	src := newFakeTracked(model.Input{NodeName: "node-a"})
 	src.byName[nn("default/kubernetes")] = servicemap.ServiceObjects{Service: svc("default/kubernetes", "10.96.0.1", 1, 1)}
 	src.byName[nn("t/tenant")] = servicemap.ServiceObjects{Service: svc("t/tenant", "10.96.0.20", 0, 40)}
-	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 64, Ranges: 64}, failRemove: map[string]bool{"tenant": true}}
+	dp := &sizedApplier{room: servicemap.Capacity{Frontends: 64, Backends: 64, Slots: 128, Ranges: 64}, failRemove: map[string]bool{"tenant": true}}
 	_, wait := runTracked(t, src, Config{Datapath: dp, Log: slog.New(slog.NewJSONHandler(&lockedBuffer{}, nil)),
 		RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	if !wait() || dp.services()["t/tenant"] != 40 {

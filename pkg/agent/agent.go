@@ -218,6 +218,7 @@ func (a *Agent) sync(full bool) bool {
 	a.reportProblems(r.problems)
 	a.reportRefusals(refusedBefore)
 	applyStart := time.Now()
+	addrsOK := a.setNodeAddresses()
 	res := a.apply(r)
 	applied := time.Now()
 	a.reportFailures(r.state, res)
@@ -229,7 +230,6 @@ func (a *Agent) sync(full bool) bool {
 		a.logFirstSync(r, res, done)
 	}
 
-	remoteOK := a.setRemoteNodes()
 	if r.full || r.addrsChanged {
 		a.refreshDevices()
 	}
@@ -237,7 +237,7 @@ func (a *Agent) sync(full bool) bool {
 	a.observeProgramming(r.triggers, r.state, res, done)
 	a.observeReceived(r.received, r.state, res, done)
 	a.health.SyncNode(r.node)
-	ok := len(res.Failed) == 0 && remoteOK
+	ok := len(res.Failed) == 0 && addrsOK
 	if ok {
 		a.health.Updated(start)
 	} else {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,33 @@ type fakeApplier struct {
 	fail    map[string]bool // Service name
 	applied chan servicemap.State
 	delay   time.Duration // how long each Apply takes
+	// nodePorts is this node's NodePort addresses, as last handed over.
+	nodePorts []netip.Addr
+}
+
+func (a *fakeApplier) SetNodeAddresses(local, _ []netip.Addr) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nodePorts = slices.Clone(local)
+	return nil
+}
+
+// servesNodePort says whether st and the NodePort addresses handed over
+// serve addrPort as a NodePort: one frontend per port at the unspecified
+// address, reached at every address node_addrs lists as this node's.
+func (a *fakeApplier) servesNodePort(st servicemap.State, addrPort string) bool {
+	want := netip.MustParseAddrPort(addrPort)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !slices.Contains(a.nodePorts, want.Addr()) {
+		return false
+	}
+	for k, fe := range st {
+		if fe.Kind == servicemap.KindNodePort && k.Addr.IsUnspecified() && k.Addr.Is4() == want.Addr().Is4() && k.Port == want.Port() && k.Scope == servicemap.ScopeAny {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *fakeApplier) Apply(st servicemap.State) datapath.ApplyResult {

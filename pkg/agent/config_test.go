@@ -52,14 +52,11 @@ func TestAgentAddsNodeFacts(t *testing.T) {
 	np.Spec.Ports[0].NodePort = 30080
 	h.src.set(func(in *model.Input) { in.Services = []*corev1.Service{np} })
 	st := h.waitApply()
-	want := servicemap.FrontendKey{Addr: netip.MustParseAddr("192.0.2.10"), Port: 30080, Proto: servicemap.TCP}
-	if _, ok := st[want]; !ok {
-		t.Errorf("no NodePort frontend %s; frontends: %v", want, keysOf(st))
+	if !h.dp.servesNodePort(st, "192.0.2.10:30080") {
+		t.Errorf("no NodePort at 192.0.2.10:30080; frontends: %v, NodePort addresses %v", keysOf(st), h.dp.nodePorts)
 	}
-	for k := range st {
-		if k.Addr == netip.MustParseAddr("198.51.100.7") {
-			t.Errorf("NodePort served on %s, outside --nodeport-addresses", k)
-		}
+	if h.dp.servesNodePort(st, "198.51.100.7:30080") {
+		t.Error("NodePort served on 198.51.100.7, outside --nodeport-addresses")
 	}
 }
 

@@ -11,29 +11,32 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-// RemoteNodeAddressSetter is the datapath's side of connections to other
-// nodes' NodePorts: a socket that dials one of these addresses is looked
-// up in the wildcard NodePort frontends (servicemap.RemoteNodeAddresses).
-// The agent hands the addresses over when its Datapath has this method.
-type RemoteNodeAddressSetter interface {
-	SetRemoteNodeAddresses([]netip.Addr) error
+// NodeAddressSetter is the datapath's side of NodePorts: a destination
+// that is one of this node's NodePort addresses (local,
+// servicemap.NodePortAddresses) or another node's (remote,
+// servicemap.RemoteNodeAddresses) is looked up in the NodePort frontends,
+// one per port at the unspecified address. The agent hands the addresses
+// over when its Datapath has this method.
+type NodeAddressSetter interface {
+	SetNodeAddresses(local, remote []netip.Addr) error
 }
 
-var _ RemoteNodeAddressSetter = (*datapath.Datapath)(nil)
+var _ NodeAddressSetter = (*datapath.Datapath)(nil)
 
-// remoteNodes is what the agent knows of the other nodes' NodePort
-// addresses: computed again only when the Nodes or this node's own
-// addresses changed (a 5000-node cluster's Nodes are read then, not at
-// every Service change), and handed to the datapath when they differ from
-// what it holds.
+// remoteNodes is what the agent knows of the NodePort addresses, this
+// node's and the other nodes': computed again only when the Nodes or this
+// node's own addresses changed (a 5000-node cluster's Nodes are read then,
+// not at every Service change), and handed to the datapath when they
+// differ from what it holds.
 type remoteNodes struct {
 	computed bool
 	local    []netip.Addr // this node's interface addresses they were computed with
-	addrs    []netip.Addr
+	own      []netip.Addr // this node's NodePort addresses
+	addrs    []netip.Addr // the other nodes'
 	problems []model.Problem
-	// set is what the datapath holds; valid while setOK.
-	set   []netip.Addr
-	setOK bool
+	// setOwn and set are what the datapath holds; valid while setOK.
+	setOwn, set []netip.Addr
+	setOK       bool
 }
 
 // refreshRemoteNodes computes the remote node addresses from in's node
@@ -46,6 +49,7 @@ func (a *Agent) refreshRemoteNodes(in model.Input, nodes func() []*corev1.Node, 
 	}
 	in.Nodes = nodes()
 	r.addrs, r.problems = servicemap.RemoteNodeAddresses(in)
+	r.own = servicemap.NodePortAddresses(in)
 	r.local, r.computed = in.LocalAddresses, true
 }
 
@@ -59,21 +63,23 @@ func (a *Agent) withRemoteProblems(problems []model.Problem) []model.Problem {
 	return append(slices.Clip(problems), a.remote.problems...)
 }
 
-// setRemoteNodes hands the addresses to the datapath when it does not hold
-// them yet, and reports whether it holds them now. A failure is retried
-// with the sync's backoff.
-func (a *Agent) setRemoteNodes() bool {
+// setNodeAddresses hands the addresses to the datapath when it does not
+// hold them yet, and reports whether it holds them now. A failure is
+// retried with the sync's backoff. The sync calls it before it programs
+// the frontends, so a NodePort is reached at its addresses as soon as it
+// exists.
+func (a *Agent) setNodeAddresses() bool {
 	r := &a.remote
-	setter, ok := a.cfg.Datapath.(RemoteNodeAddressSetter)
-	if !ok || !r.computed || r.setOK && slices.Equal(r.set, r.addrs) {
+	setter, ok := a.cfg.Datapath.(NodeAddressSetter)
+	if !ok || !r.computed || r.setOK && slices.Equal(r.set, r.addrs) && slices.Equal(r.setOwn, r.own) {
 		return true
 	}
-	if err := setter.SetRemoteNodeAddresses(r.addrs); err != nil {
+	if err := setter.SetNodeAddresses(r.own, r.addrs); err != nil {
 		r.setOK = false
-		a.log.Error("other nodes' addresses not programmed; this node's connections to their NodePorts go through them", "err", err)
+		a.log.Error("NodePort addresses not programmed; NodePorts may not be served on this node's new addresses, and this node's connections to other nodes' NodePorts go through them", "err", err)
 		return false
 	}
-	r.set, r.setOK = r.addrs, true
-	a.log.Info("other nodes' NodePort addresses programmed", "addresses", len(r.addrs))
+	r.setOwn, r.set, r.setOK = r.own, r.addrs, true
+	a.log.Info("NodePort addresses programmed", "this_node", len(r.own), "other_nodes", len(r.addrs))
 	return true
 }

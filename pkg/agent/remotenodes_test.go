@@ -18,21 +18,23 @@ import (
 	"github.com/socklb/socklb/pkg/servicemap"
 )
 
-// remoteApplier is a deltaApplier that also takes the other nodes'
-// addresses, as *datapath.Datapath does.
+// remoteApplier is a deltaApplier that also takes the NodePort addresses,
+// as *datapath.Datapath does.
 type remoteApplier struct {
 	deltaApplier
 	mu   sync.Mutex
-	sets [][]netip.Addr
+	sets [][]netip.Addr // the other nodes'
+	own  [][]netip.Addr // this node's
 	fail error
 }
 
-var _ RemoteNodeAddressSetter = (*remoteApplier)(nil)
+var _ NodeAddressSetter = (*remoteApplier)(nil)
 
-func (d *remoteApplier) SetRemoteNodeAddresses(addrs []netip.Addr) error {
+func (d *remoteApplier) SetNodeAddresses(local, remote []netip.Addr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.sets = append(d.sets, slices.Clone(addrs))
+	d.sets = append(d.sets, slices.Clone(remote))
+	d.own = append(d.own, slices.Clone(local))
 	return d.fail
 }
 
@@ -70,7 +72,7 @@ func TestRemoteNodeAddressesReachTheDatapath(t *testing.T) {
 	expect := func(step string, want ...[]netip.Addr) {
 		t.Helper()
 		if got := dp.calls(); !slices.EqualFunc(got, want, slices.Equal) {
-			t.Fatalf("%s: SetRemoteNodeAddresses calls %v, want %v", step, got, want)
+			t.Fatalf("%s: SetNodeAddresses calls with the other nodes' %v, want %v", step, got, want)
 		}
 	}
 
@@ -106,7 +108,7 @@ func TestRemoteNodeAddressesReachTheDatapath(t *testing.T) {
 	dp.mu.Unlock()
 	src.setOtherNodes(testkit.Node("node-b", "zone-a", "InternalIP=10.1.0.8"))
 	if a.sync(false) {
-		t.Error("a refused SetRemoteNodeAddresses reported success")
+		t.Error("a refused SetNodeAddresses reported success")
 	}
 	dp.mu.Lock()
 	dp.fail = nil
@@ -123,6 +125,12 @@ func TestRemoteNodeAddressesReachTheDatapath(t *testing.T) {
 	src.put(nn, servicemap.ServiceObjects{Service: src.ServiceObjects(nn).Service})
 	a.sync(false)
 	expect("this node's new address", addrs("10.1.0.6"), addrs("10.1.0.7"), addrs("10.1.0.8"), addrs("10.1.0.8"), nil)
+	dp.mu.Lock()
+	own := dp.own[len(dp.own)-1]
+	dp.mu.Unlock()
+	if want := addrs("10.1.0.5", "10.1.0.8", "127.0.0.1"); !slices.Equal(own, want) {
+		t.Errorf("this node's NodePort addresses handed over: %v, want %v (its Node's InternalIP, the new interface address, localhost)", own, want)
+	}
 
 	a.sync(true)
 	if n := len(dp.calls()); n != 5 {

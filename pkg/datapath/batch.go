@@ -244,6 +244,9 @@ func svcValue(s *Service) socklbbpf.SocklbSvcValue {
 	if len(fe.SourceRanges) > 0 {
 		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_SRC_RANGES
 	}
+	if fe.LocalNodeOnly {
+		sv.Flags |= socklbbpf.SocklbSvcFlagSVC_F_LOCAL_NODE_ONLY
+	}
 	return sv
 }
 

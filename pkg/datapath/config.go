@@ -63,7 +63,12 @@ type Config struct {
 // socket's state lives in socket-local storage, sized by the sockets.
 const (
 	DefaultMaxServices = 1 << 18 // 262144 frontends
-	DefaultMaxBackends = 1 << 20 // 1048576 backends
+	// Backends: one per endpoint of a Service port (shared by its
+	// frontends); slots and members hold twice as many, one per
+	// endpoint of each frontend. 100 000 Services of 10 endpoints and 2
+	// ports, a tenth of them with NodePorts, fit: 2 000 000 backends and
+	// 2 200 000 slots.
+	DefaultMaxBackends = 1 << 21 // 2097152 backends
 	DefaultMaxAffinity = 1 << 16 // (client, Service port) pairs with sessionAffinity
 	// Flows from other machines the per-packet path tracks at once, as
 	// conntrack's table; a full table drops new flows, never live ones.
@@ -72,10 +77,10 @@ const (
 	// whose getpeername shows the ClusterIP (sock_conns, a preallocated
 	// LRU: about 100 bytes each); Cilium's --bpf-sock-rev-map-max default.
 	DefaultMaxSockets = 1 << 18
-	// DefaultGrowBudget lets the default maps (about 520 MiB full on any
-	// number of CPUs: mapMemory) grow about twice over on small
-	// nodes; a quantity, as --map-memory-budget takes it.
-	DefaultGrowBudget = "2Gi"
+	// DefaultGrowBudget lets the default maps (about 1.1 GiB full on any
+	// number of CPUs: mapMemory; only what is used is allocated) grow
+	// about twice over; a quantity, as --map-memory-budget takes it.
+	DefaultGrowBudget = "4Gi"
 	// SNAT ports above the kernel's default ephemeral range (32768-60999),
 	// so the node's own connections never take one a flow holds.
 	DefaultNATPortMin = 61000

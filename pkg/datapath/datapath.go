@@ -24,13 +24,13 @@ type Datapath struct {
 	// with mu held too.
 	objsMu sync.RWMutex
 
-	mu         sync.Mutex
-	current    map[servicemap.FrontendKey]*Service
-	svcIDs     *idAllocator
-	backends   *backendTable
-	groupIDs   *idAllocator
-	groups     map[affinityGroup]*groupRef
-	batch      batchWriter
+	mu       sync.Mutex
+	current  map[servicemap.FrontendKey]*Service
+	svcIDs   *idAllocator
+	backends *backendTable
+	groupIDs *idAllocator
+	groups   map[affinityGroup]*groupRef
+	batch    batchWriter
 
 	term    *terminator // nil when socket termination is off or unavailable
 	termErr error       // why it is unavailable

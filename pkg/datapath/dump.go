@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,6 +35,11 @@ type ServiceDump struct {
 	Generation uint32
 	Broken     bool
 	Backends   []BackendDump
+	// Via is set on a NodePort shown at one of this node's addresses: the
+	// entry that serves it there, at the unspecified address, which
+	// node_addrs leads the hooks to (one entry per port, whatever the
+	// node's addresses).
+	Via *servicemap.FrontendKey `json:",omitempty"`
 }
 
 // Dump reads the maps pinned under bpffs, without loading any program, in
@@ -61,6 +67,11 @@ func Dump(bpffs string) ([]ServiceDump, error) {
 		}
 		out = append(out, sd)
 	}
+	local, err := localNodeAddrs(t)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, atNodeAddrs(out, svcs, local)...)
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].Frontend.Key, out[j].Frontend.Key
 		if c := a.Addr.Compare(b.Addr); c != 0 {
@@ -72,6 +83,56 @@ func Dump(bpffs string) ([]ServiceDump, error) {
 		return a.Proto < b.Proto
 	})
 	return out, nil
+}
+
+// localNodeAddrs is this node's NodePort addresses in node_addrs.
+func localNodeAddrs(t tables) ([]netip.Addr, error) {
+	if t.nodeAddrs == nil {
+		return nil, nil
+	}
+	var (
+		k     socklbbpf.SocklbNodeAddrKey
+		v     socklbbpf.SocklbNodeAddrFlag
+		local []netip.Addr
+	)
+	it := t.nodeAddrs.Iterate()
+	for it.Next(&k, &v) {
+		if v&socklbbpf.SocklbNodeAddrFlagNODE_ADDR_LOCAL != 0 {
+			local = append(local, addrFromBytes(k.Addr))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading node_addrs: %w", err)
+	}
+	return local, nil
+}
+
+// atNodeAddrs shows each NodePort entry (at the unspecified address) at
+// every address of this node it serves, as the hooks find it: where no
+// frontend of the address itself comes first, and for packets from other
+// machines (a ScopeExternal twin) not on loopback. A kube-proxy user asks
+// what 192.168.1.5:30080 does; the answer is a line of its own.
+func atNodeAddrs(dumps []ServiceDump, svcs map[servicemap.FrontendKey]*Service, local []netip.Addr) []ServiceDump {
+	var out []ServiceDump
+	for _, sd := range dumps {
+		k := sd.Frontend.Key
+		if sd.Frontend.Kind != servicemap.KindNodePort || !k.Addr.IsUnspecified() {
+			continue
+		}
+		for _, a := range local {
+			if a.Is4() != k.Addr.Is4() || k.Scope == servicemap.ScopeExternal && a.IsLoopback() {
+				continue
+			}
+			if _, own := svcs[servicemap.FrontendKey{Addr: a, Port: k.Port, Proto: k.Proto}]; own {
+				continue
+			}
+			at := sd
+			via := k
+			at.Frontend.Key.Addr, at.Via = a, &via
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 // sinceNodePorts are the maps that came with the per-packet path: older

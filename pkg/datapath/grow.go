@@ -54,8 +54,8 @@ func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
 	}
 	next, ok := grownConfig(d.cfg, want)
 	if !ok {
-		return cur, fmt.Errorf("%w: growing the maps for %d frontends and %d backends would take about %d MiB of kernel memory, past --map-memory-budget (%d MiB); "+
-			"raise it, or --max-services and --max-backends", ErrBudget, want.Frontends, want.Backends, mapMemory(sizedFor(d.cfg, want))>>20, d.cfg.GrowBudget>>20)
+		return cur, fmt.Errorf("%w: growing the maps for %d frontends, %d backends and %d slots would take about %d MiB of kernel memory, past --map-memory-budget (%d MiB); "+
+			"raise it, or --max-services and --max-backends", ErrBudget, want.Frontends, want.Backends, want.Slots, mapMemory(sizedFor(d.cfg, want))>>20, d.cfg.GrowBudget>>20)
 	}
 	// Recorded first: a crash after the switch must not leave grown maps
 	// that the next agent, sized by the flags, would shrink. A record of a
@@ -71,13 +71,13 @@ func (d *Datapath) Grow(want servicemap.Capacity) (servicemap.Capacity, error) {
 
 func (d *Datapath) capacity() servicemap.Capacity {
 	return servicemap.Capacity{Frontends: int(d.t.services.MaxEntries()), Backends: int(d.t.backends.MaxEntries()),
-		Ranges: int(d.objs.SrcRanges.MaxEntries())}
+		Slots: int(d.t.slots.MaxEntries()), Ranges: int(d.objs.SrcRanges.MaxEntries())}
 }
 
 // sizedFor is c with room for want: powers of two, at least double.
 func sizedFor(c Config, want servicemap.Capacity) Config {
 	c.MaxServices = grownSize(c.MaxServices, max(want.Frontends, want.Ranges))
-	c.MaxBackends = grownSize(c.MaxBackends, want.Backends)
+	c.MaxBackends = grownSize(c.MaxBackends, max(want.Backends, (want.Slots+1)/2)) // slots: twice --max-backends
 	return c
 }
 

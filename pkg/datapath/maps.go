@@ -63,15 +63,18 @@ var mapTable = []mapDef{
 		key: socklbbpf.SocklbSvcKey{}, value: socklbbpf.SocklbSvcValue{}},
 	{name: socklbbpf.SocklbMapSvcNames, owner: objHooks, fromAPI: true, fill: 5, size: maxServices, flag: "--max-services",
 		key: uint32(0), value: socklbbpf.SocklbSvcName{}},
-	// A service being switched holds two generations of slots.
-	{name: socklbbpf.SocklbMapSlots, owner: objHooks, fromAPI: true, fill: 4, size: func(c Config) uint32 { return 2 * c.MaxBackends }, flag: "--max-backends",
+	// A slot per endpoint of each frontend, where backends has one per
+	// endpoint of a Service port (a NodePort's share its ClusterIP's);
+	// a frontend being switched holds two generations for a moment.
+	{name: socklbbpf.SocklbMapSlots, owner: objHooks, fromAPI: true, fill: 4, size: maxSlots, flag: "--max-backends",
 		key: socklbbpf.SocklbSlotKey{}, value: socklbbpf.SocklbSlotValue{}},
 	{name: socklbbpf.SocklbMapBackends, owner: objHooks, fromAPI: true, fill: 2, size: maxBackends, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackend{}},
 	// Indexed by backend id, which runs up to twice --max-backends.
 	{name: socklbbpf.SocklbMapStats, owner: objHooks, fromAPI: true, fill: 1, size: statsSlots, flag: "--max-backends",
 		key: uint32(0), value: socklbbpf.SocklbBackendStats{}},
-	{name: socklbbpf.SocklbMapMembers, owner: objHooks, fromAPI: true, fill: 3, size: maxBackends, flag: "--max-backends",
+	// Per frontend, as slots are (for the frontends whose members are read).
+	{name: socklbbpf.SocklbMapMembers, owner: objHooks, fromAPI: true, fill: 3, size: maxSlots, flag: "--max-backends",
 		key: socklbbpf.SocklbMemberKey{}, value: uint32(0)},
 	{name: socklbbpf.SocklbMapAffinity, owner: objHooks, size: func(c Config) uint32 { return c.MaxAffinity }, flag: "--max-affinity",
 		key: socklbbpf.SocklbAffinityKey{}, value: socklbbpf.SocklbAffinityValue{}},
@@ -134,6 +137,7 @@ func mapFlags() map[string]string {
 
 func maxServices(c Config) uint32 { return c.MaxServices }
 func maxBackends(c Config) uint32 { return c.MaxBackends }
+func maxSlots(c Config) uint32    { return 2 * c.MaxBackends }
 
 // statsSlots is the stats array's length: a slot for every backend id
 // the allocator may hand out (newIDAllocator: 1 .. 2 * max).

@@ -8,16 +8,27 @@ import (
 	socklbbpf "github.com/socklb/socklb/bpf"
 )
 
-// SetRemoteNodeAddresses makes node_addrs hold exactly addrs: the other
-// nodes' addresses whose NodePorts a socket here reaches through the
-// wildcard NodePort frontends instead of crossing to that node. Only the
-// difference from what the map holds is written.
-func (d *Datapath) SetRemoteNodeAddresses(addrs []netip.Addr) error {
+// SetNodeAddresses makes node_addrs hold exactly the addresses NodePorts
+// answer on: local, this node's (servicemap.NodePortAddresses), and
+// remote, the other nodes' (servicemap.RemoteNodeAddresses). Both reach
+// the NodePort frontends at the unspecified address, one per port: this
+// node's are served there, and a socket dialling another node's NodePort
+// is translated here instead of crossing to that node (unless the
+// NodePort is LocalNodeOnly). Only the difference from what the map
+// holds is written. An address in both lists is taken as this node's.
+//
+// The agent sets them before it programs the frontends: an address
+// listed early reaches nothing until its NodePorts exist, while a
+// NodePort programmed before its addresses would not be reached.
+func (d *Datapath) SetNodeAddresses(local, remote []netip.Addr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	want := make(map[socklbbpf.SocklbNodeAddrKey]bool, len(addrs))
-	for _, a := range addrs {
-		want[socklbbpf.SocklbNodeAddrKey{Addr: addrBytes(a)}] = true
+	want := make(map[socklbbpf.SocklbNodeAddrKey]socklbbpf.SocklbNodeAddrFlag, len(local)+len(remote))
+	for _, a := range remote {
+		want[socklbbpf.SocklbNodeAddrKey{Addr: addrBytes(a)}] = socklbbpf.SocklbNodeAddrFlagNODE_ADDR_REMOTE
+	}
+	for _, a := range local {
+		want[socklbbpf.SocklbNodeAddrKey{Addr: addrBytes(a)}] = socklbbpf.SocklbNodeAddrFlagNODE_ADDR_LOCAL
 	}
 	var (
 		k     socklbbpf.SocklbNodeAddrKey
@@ -27,10 +38,10 @@ func (d *Datapath) SetRemoteNodeAddresses(addrs []netip.Addr) error {
 	have := map[socklbbpf.SocklbNodeAddrKey]bool{}
 	it := d.t.nodeAddrs.Iterate()
 	for it.Next(&k, &v) {
-		if want[k] && v == socklbbpf.SocklbNodeAddrFlagNODE_ADDR_REMOTE {
-			have[k] = true
-		} else if !want[k] {
+		if f, ok := want[k]; !ok {
 			stale = append(stale, k)
+		} else if f == v {
+			have[k] = true
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -42,11 +53,11 @@ func (d *Datapath) SetRemoteNodeAddresses(addrs []netip.Addr) error {
 			errs = append(errs, fmt.Errorf("removing %s from node_addrs: %w", addrFromBytes(k.Addr), err))
 		}
 	}
-	for k := range want {
+	for k, f := range want {
 		if have[k] {
 			continue
 		}
-		if err := put(func() error { return d.t.nodeAddrs.Put(k, socklbbpf.SocklbNodeAddrFlagNODE_ADDR_REMOTE) }); err != nil {
+		if err := put(func() error { return d.t.nodeAddrs.Put(k, f) }); err != nil {
 			errs = append(errs, fmt.Errorf("adding %s to node_addrs: %w", addrFromBytes(k.Addr), mapErr(socklbbpf.SocklbMapNodeAddrs, err)))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,8 +142,33 @@ func runTC(prog *ebpf.Program, frame []byte, ifindex int) (uint32, []byte, error
 func packetDatapath(t *testing.T, fes ...servicemap.Frontend) *Datapath {
 	t.Helper()
 	d := openTest(t, Config{PacketLB: true})
-	mustApply(t, d, state(fes...))
+	mustApply(t, d, atNodeAddresses(t, d, fes...))
 	return d
+}
+
+// atNodeAddresses is fes as servicemap gives them, and d set up to serve
+// them: a NodePort at a node address becomes the port's one frontend at
+// the unspecified address, and the address one of this node's NodePort
+// addresses in node_addrs.
+func atNodeAddresses(t *testing.T, d *Datapath, fes ...servicemap.Frontend) servicemap.State {
+	t.Helper()
+	var own []netip.Addr
+	for i, fe := range fes {
+		if fe.Kind != servicemap.KindNodePort || fe.Key.Addr.IsUnspecified() {
+			continue
+		}
+		if !slices.Contains(own, fe.Key.Addr) {
+			own = append(own, fe.Key.Addr)
+		}
+		fes[i].Key.Addr = netip.IPv4Unspecified()
+		if fe.Key.Addr.Is6() {
+			fes[i].Key.Addr = netip.IPv6Unspecified()
+		}
+	}
+	if err := d.SetNodeAddresses(own, nil); err != nil {
+		t.Fatal(err)
+	}
+	return state(fes...)
 }
 
 func nodePort(addr netip.Addr, port uint16, proto servicemap.Protocol, backends ...string) servicemap.Frontend {
@@ -417,7 +443,7 @@ func TestExternalScopeAndSourceRanges(t *testing.T) {
 	lb6.SourceRanges = []netip.Prefix{netip.MustParsePrefix("fd00:250::100/128")}
 	cfg := Config{PacketLB: true, BPFFSPath: pinDir(t)}
 	d := openTest(t, cfg)
-	want := state(anyScope, local, lb, lb6)
+	want := atNodeAddresses(t, d, anyScope, local, lb, lb6)
 	mustApply(t, d, want)
 	in := d.nodeport.SocklbFromNetdev
 	inNodeLab(t, d, func(lab nodeLab) {

@@ -79,6 +79,7 @@ func readServices(t tables) (map[servicemap.FrontendKey]*Service, error) {
 		s.Frontend.Affinity = time.Duration(v.AffinityTimeout) * time.Second
 		s.Frontend.PolicyDrop = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_POLICY_DROP != 0
 		s.Frontend.LocalOnly = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_LOCAL != 0
+		s.Frontend.LocalNodeOnly = v.Flags&socklbbpf.SocklbSvcFlagSVC_F_LOCAL_NODE_ONLY != 0
 		if v.Flags&socklbbpf.SocklbSvcFlagSVC_F_SRC_RANGES != 0 {
 			s.Frontend.SourceRanges = ranges[v.SvcId]
 		}

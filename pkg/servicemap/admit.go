@@ -9,11 +9,12 @@ import (
 )
 
 // Capacity is the room the datapath's maps have: service entries (one per
-// frontend), backend entries (one per endpoint of each frontend) and
-// source range entries (one per loadBalancerSourceRanges prefix of each
-// frontend).
+// frontend), backend entries (one per endpoint of each Service port,
+// shared by its frontends), slot entries (one per endpoint of each
+// frontend) and source range entries (one per loadBalancerSourceRanges
+// prefix of each frontend).
 type Capacity struct {
-	Frontends, Backends, Ranges int
+	Frontends, Backends, Slots, Ranges int
 }
 
 // Demand is what one Service's frontends ask of the maps.
@@ -22,8 +23,8 @@ type Demand struct {
 	Created time.Time
 	// Protected Services are admitted before any other: the cluster's
 	// own (ProtectedServices).
-	Protected                   bool
-	Frontends, Backends, Ranges int
+	Protected                          bool
+	Frontends, Backends, Slots, Ranges int
 }
 
 // ProtectedServices are admitted first whatever their age, and never
@@ -58,9 +59,10 @@ func Admit(demands []Demand, room Capacity) (refused []Demand) {
 		return cmp.Or(cmp.Compare(a.Service.Namespace, b.Service.Namespace), cmp.Compare(a.Service.Name, b.Service.Name))
 	})
 	for _, d := range order {
-		if d.Protected || d.Frontends <= room.Frontends && d.Backends <= room.Backends && d.Ranges <= room.Ranges {
+		if d.Protected || d.Frontends <= room.Frontends && d.Backends <= room.Backends && d.Slots <= room.Slots && d.Ranges <= room.Ranges {
 			room.Frontends -= d.Frontends
 			room.Backends -= d.Backends
+			room.Slots -= d.Slots
 			room.Ranges -= d.Ranges
 			continue
 		}
@@ -78,13 +80,16 @@ func (t *Tracker) Demands() []Demand {
 		d := by[fe.Service]
 		if d == nil {
 			d = &Demand{Service: fe.Service, Protected: slices.Contains(ProtectedServices, fe.Service)}
-			if e := t.entries[fe.Service]; e != nil && e.svc != nil {
-				d.Created = e.svc.CreationTimestamp.Time
+			if e := t.entries[fe.Service]; e != nil {
+				d.Backends = e.backendEntries
+				if e.svc != nil {
+					d.Created = e.svc.CreationTimestamp.Time
+				}
 			}
 			by[fe.Service] = d
 		}
 		d.Frontends++
-		d.Backends += len(fe.Backends)
+		d.Slots += len(fe.Backends)
 		d.Ranges += len(fe.SourceRanges)
 	}
 	out := make([]Demand, 0, len(by))

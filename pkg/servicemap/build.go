@@ -136,8 +136,7 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 			sets := selectBackends(candidateEndpoints(eps, is6, sp, b.node), internalLocal, externalLocal, b.node)
 			internal, external := toBackends(sets.internal), toBackends(sets.external)
 			local := toBackends(sets.externalLocal)
-			// Once per set, shared by every frontend of it (a NodePort
-			// has one per node address).
+			// Once per set, shared by every frontend of it.
 			lingerInternal, lingerExternal := lingering(sets.serving, internal), lingering(sets.serving, external)
 			lingerLocal := lingering(sets.serving, local)
 			frontend := func(kind Kind, addr netip.Addr, port uint16, backends, lingers []Backend) Frontend {
@@ -176,27 +175,8 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 			cip.PolicyDrop = sets.internalDrop
 			b.offers = append(b.offers, offer{label: sp.label, fe: cip})
 			if sp.nodePort != 0 {
-				for _, a := range ofFamily(b.nodeAddrs, is6) {
-					addExternal(KindNodePort, a, sp.nodePort)
-				}
-				// The remote-node NodePort: the datapath looks it up for
-				// a socket that dials another node's address (see
-				// RemoteNodeAddresses), which saves the hairpin through
-				// that node. kube-proxy leaves such a packet to the other
-				// node, for which it is external traffic: under
-				// externalTrafficPolicy Cluster that node picks from the
-				// same cluster-wide endpoints as here, so translating here
-				// changes nothing but the path. Under Local it picks only
-				// its own endpoints, and drops the packet when it has
-				// none (upstream e2e's terminating-endpoint fallback test
-				// checks that another node's NodePort fails then): so
-				// there is no wildcard, the socket crosses to that node
-				// untranslated, and that node's per-packet path decides.
-				// No twin: a packet from another machine never carries
-				// 0.0.0.0.
-				if !externalLocal {
-					b.offers = append(b.offers, offer{label: sp.label, fe: frontend(KindNodePort, unspecified(is6), sp.nodePort, external, lingerExternal)})
-				}
+				b.addNodePort(sp, is6, externalLocal, frontend(KindNodePort, unspecified(is6), sp.nodePort, external, lingerExternal),
+					local, sets.externalDrop, lingerLocal)
 			}
 			for _, a := range famExt {
 				addExternal(KindExternalIP, a, sp.port)
@@ -206,6 +186,50 @@ func (b *builder) addService(svc *corev1.Service, svcSlices []*discoveryv1.Endpo
 			}
 		}
 	}
+}
+
+// addNodePort offers a Service port's NodePort of one family: one frontend
+// at the unspecified address (0.0.0.0 or ::), whatever the number of
+// addresses this node serves NodePorts on, as Cilium's NodePort entries.
+// The datapath looks it up for a destination that node_addrs lists: this
+// node's NodePort addresses (NodePortAddresses), and, unless the frontend
+// is LocalNodeOnly, the other nodes' (RemoteNodeAddresses), so a socket
+// here reaches another node's NodePort without crossing to that node. One
+// entry per port instead of one per address keeps a node's NodePorts from
+// multiplying its map entries by its addresses.
+//
+// For another node's address, kube-proxy leaves the packet to that node,
+// for which it is external traffic: under externalTrafficPolicy Cluster
+// that node picks from the same cluster-wide endpoints as here, so
+// translating here changes nothing but the path. Under Local it picks
+// only its own endpoints, and drops the packet when it has none (upstream
+// e2e's terminating-endpoint fallback test checks that another node's
+// NodePort fails then): so the frontend is LocalNodeOnly, the socket
+// crosses to that node untranslated, and that node's per-packet path
+// decides. Under Local the ScopeExternal twin serves packets from other
+// machines; it exists when some NodePort address of the family can
+// receive them (not loopback: no packet from another machine carries
+// one, the kernel drops it as a martian).
+func (b *builder) addNodePort(sp servicePort, is6, externalLocal bool, fe Frontend, local []Backend, drop bool, lingerLocal []Backend) {
+	addrs := ofFamily(b.nodeAddrs, is6)
+	if externalLocal && len(addrs) == 0 {
+		return // served nowhere: not here, and not for other nodes
+	}
+	fe.LocalNodeOnly = externalLocal
+	o := offer{label: sp.label, fe: fe}
+	if externalLocal && slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !a.IsLoopback() }) {
+		twin := fe
+		twin.Key.Scope = ScopeExternal
+		twin.Backends, twin.PolicyDrop, twin.LocalOnly = local, drop, true
+		twin.Lingering = lingerLocal
+		o.twin = &twin
+	}
+	for _, a := range addrs {
+		shadow := fe
+		shadow.Key.Addr = a
+		b.offers = append(b.offers, offer{label: sp.label, fe: shadow, shadow: true})
+	}
+	b.offers = append(b.offers, o)
 }
 
 // ofFamily is the addresses of one family, in their order.

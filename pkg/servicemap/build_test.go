@@ -527,7 +527,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 	local := []netip.Addr{netip.MustParseAddr("10.1.0.5"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("192.168.1.5")}
 	in := model.Input{Services: services, Slices: endpointSlices, Nodes: nodes, NodeName: "node-a", LocalAddresses: local, ExternalIPCIDRs: allAddresses}
 	wantState, wantProblems := Build(in)
-	if len(wantState) != 15 || len(wantProblems) < 8 {
+	if len(wantState) != 12 || len(wantProblems) < 8 {
 		t.Fatalf("fixture does not exercise enough: %d frontends, %d problems", len(wantState), len(wantProblems))
 	}
 

@@ -61,7 +61,7 @@ func runBuildCases(t *testing.T, cases []buildCase) {
 			st, ps := Build(in)
 			checkInvariants(t, in, st, ps)
 
-			if got := render(st); !slices.Equal(got, tc.want) {
+			if got := renderServed(st, in); !slices.Equal(got, tc.want) {
 				t.Errorf("state:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(tc.want, "\n     "))
 			}
 			got := renderProblems(ps)

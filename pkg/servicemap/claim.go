@@ -16,6 +16,11 @@ type offer struct {
 	// its key, so packets from other machines and sockets on the node
 	// always meet the same Service at one address and port.
 	twin *Frontend
+	// shadow marks a NodePort's claim of one node address: the frontend
+	// at the unspecified address serves it (addNodePort), so a shadow
+	// that wins holds nothing, but one that loses to another Service's
+	// frontend there is reported, as a NodePort of its own would be.
+	shadow bool
 }
 
 // claimRank orders the kinds when several Services ask for one key.
@@ -70,6 +75,9 @@ func (b *builder) claim(owner map[FrontendKey]offer, o offer) {
 	prev, taken := owner[o.fe.Key]
 	if !taken {
 		owner[o.fe.Key] = o
+		if o.shadow {
+			return
+		}
 		b.state[o.fe.Key] = o.fe
 		if o.twin != nil {
 			b.state[o.twin.Key] = *o.twin

@@ -97,6 +97,42 @@ func render(st State) []string {
 	return out
 }
 
+// renderServed is render of what the state serves at each address: a
+// NodePort frontend (at the unspecified address) once per NodePort address
+// of this node in its family, where no other frontend has that address and
+// port (the datapath looks it up only when the exact key misses), its
+// ScopeExternal twin only at addresses a packet from another machine can
+// carry (not loopback), and as itself, the other nodes' wildcard, unless
+// it is LocalNodeOnly. That is the datapath's lookup (lb_frontend,
+// extlb_frontend), so the cases state per address what kube-proxy serves.
+func renderServed(st State, in model.Input) []string {
+	addrs := NodePortAddresses(in)
+	out := State{}
+	for k, fe := range st {
+		if fe.Kind != KindNodePort || !k.Addr.IsUnspecified() {
+			out[k] = fe
+			continue
+		}
+		if k.Scope == ScopeAny && !fe.LocalNodeOnly {
+			out[k] = fe
+		}
+		for _, a := range addrs {
+			if a.Is6() != k.Addr.Is6() || k.Scope == ScopeExternal && a.IsLoopback() {
+				continue
+			}
+			at := FrontendKey{Addr: a, Port: k.Port, Proto: k.Proto}
+			if _, taken := st[at]; taken {
+				continue
+			}
+			at.Scope = k.Scope
+			e := fe
+			e.Key, e.LocalNodeOnly = at, false
+			out[at] = e
+		}
+	}
+	return render(out)
+}
+
 func compareKey(a, b FrontendKey) int {
 	if c := a.Addr.Compare(b.Addr); c != 0 {
 		return c
@@ -167,9 +203,9 @@ func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem)
 				t.Errorf("frontend %s (%s): invalid address", k, fe.Kind)
 			}
 		case KindNodePort:
-			wildcard := k.Addr.IsUnspecified() && k.Scope == ScopeAny
-			if !wildcard && !isNodePortAddr(in, k.Addr) {
-				t.Errorf("frontend %s: NodePort on an address that is not a usable, allowed node address", k)
+			// One per port, served at the node addresses by lookup.
+			if !k.Addr.IsUnspecified() {
+				t.Errorf("frontend %s: NodePort at a node address; NodePorts are frontends of the unspecified address", k)
 			}
 		default:
 			t.Errorf("frontend %s: kind %s", k, fe.Kind)
@@ -208,7 +244,7 @@ func checkInvariants(t *testing.T, in model.Input, st State, ps []model.Problem)
 			if !ok || s.Service != fe.Service || s.PortName != fe.PortName || s.Kind != fe.Kind || !slices.Equal(s.SourceRanges, fe.SourceRanges) {
 				t.Errorf("frontend %s: external twin of %s:%s without its ScopeAny frontend (%+v)", k, fe.Service, fe.PortName, s)
 			}
-			if fe.Kind == KindClusterIP || k.Addr.IsLoopback() || k.Addr.IsUnspecified() || !fe.LocalOnly || !externalLocal(svc) {
+			if fe.Kind == KindClusterIP || k.Addr.IsLoopback() || k.Addr.IsUnspecified() != (fe.Kind == KindNodePort) || !fe.LocalOnly || !externalLocal(svc) {
 				t.Errorf("frontend %s (%s): an external twin must be a LocalOnly NodePort, ExternalIP or LoadBalancer frontend on a non-loopback address of an externalTrafficPolicy Local Service", k, fe.Kind)
 			}
 		default:

@@ -64,7 +64,7 @@ func TestBuildLingering(t *testing.T) {
 				corev1.ServiceTypeNodePort), corev1.ServiceExternalTrafficPolicyLocal)},
 			slices: []*discoveryv1.EndpointSlice{v4("default/web-1", "web", httpPort,
 				on("node-a", ready("10.0.0.1")), on("node-b", ready("10.0.0.2")))},
-			want: []string{"10.1.0.5:30080/TCP/external -> [10.0.0.1:8080] lingering [10.0.0.2:8080]"},
+			want: []string{"0.0.0.0:30080/TCP/external -> [10.0.0.1:8080] lingering [10.0.0.2:8080]"},
 		},
 	}
 	for _, tc := range cases {

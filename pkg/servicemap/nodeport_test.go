@@ -1,6 +1,8 @@
 package servicemap
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -241,4 +243,50 @@ func TestBuildNodePort(t *testing.T) {
 			services: []*corev1.Service{withType(svc("default/web", "None", withNodePort(sport("http", tcp, 80), 30080)), corev1.ServiceTypeNodePort)},
 		},
 	})
+}
+
+// TestNodePortIsOneFrontendPerPort: however many addresses the node serves
+// NodePorts on, a Service port's NodePort is one frontend per family at
+// the unspecified address (and, under externalTrafficPolicy Local, its
+// twin there, marked LocalNodeOnly), so the maps take a NodePort once per
+// port: what renderServed expands to every node address in the other
+// cases is here as Build gives it.
+func TestNodePortIsOneFrontendPerPort(t *testing.T) {
+	two := sport("dns", udp, 53)
+	two.NodePort = 30053
+	svcs := []*corev1.Service{
+		withType(svc("default/web", "10.96.0.10,fd00::10", withNodePort(sport("http", tcp, 80), 30080), two), corev1.ServiceTypeNodePort),
+		withETP(withType(svc("default/loc", "10.96.0.11", withNodePort(sport("http", tcp, 80), 30081)), corev1.ServiceTypeNodePort), corev1.ServiceExternalTrafficPolicyLocal),
+	}
+	in := buildCase{services: svcs, local: []string{"192.168.1.5", "10.1.0.5", "10.2.0.5", "2001:db8::5", "2001:db8::6"}}.input()
+	st, ps := Build(in)
+	checkInvariants(t, in, st, ps)
+	want := []string{
+		"0.0.0.0:30053/UDP NodePort default/web:dns -> []",
+		"0.0.0.0:30080/TCP NodePort default/web:http -> []",
+		"0.0.0.0:30081/TCP NodePort default/loc:http -> [] local-node-only",
+		"0.0.0.0:30081/TCP/external NodePort default/loc:http -> [] local-node-only",
+		"10.96.0.10:53/UDP ClusterIP default/web:dns -> []",
+		"10.96.0.10:80/TCP ClusterIP default/web:http -> []",
+		"10.96.0.11:80/TCP ClusterIP default/loc:http -> []",
+		"[::]:30053/UDP NodePort default/web:dns -> []",
+		"[::]:30080/TCP NodePort default/web:http -> []",
+		"[fd00::10]:53/UDP ClusterIP default/web:dns -> []",
+		"[fd00::10]:80/TCP ClusterIP default/web:http -> []",
+	}
+	got := render(st)
+	for i, line := range got {
+		k := strings.Fields(line)[0]
+		for key, fe := range st {
+			if key.String() == k && fe.LocalNodeOnly {
+				got[i] += " local-node-only"
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("state:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+	if len(ps) != 0 {
+		t.Errorf("problems: %v", renderProblems(ps))
+	}
 }

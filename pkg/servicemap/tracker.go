@@ -49,6 +49,8 @@ type Tracker struct {
 	checksOld    bool
 	totals       Totals
 	services     int
+	// backendEntries sums the entries' backendEntries (Totals.BackendEntries).
+	backendEntries int
 }
 
 // ServiceObjects is one Service and the EndpointSlices labelled with its
@@ -69,7 +71,12 @@ type Delta struct {
 // Totals are the state's sizes, kept as it changes so metrics need not
 // walk every frontend.
 type Totals struct {
-	Frontends, Backends int
+	// Backends counts the endpoints of every frontend (the slots they
+	// take); BackendEntries those of every Service port, which its
+	// frontends share (the backend entries they take), counted per
+	// Service as computed, so an endpoint of two Services counts twice
+	// and one of a frontend that lost its key still counts.
+	Frontends, Backends, BackendEntries int
 	// Ranges counts the source ranges of every frontend.
 	Ranges int
 	// NoLocal counts, per traffic policy ("internal", "external"),
@@ -84,6 +91,35 @@ type trackEntry struct {
 	problems []model.Problem       // from the Service's own objects
 	lost     map[int]model.Problem // offer index -> why it lost its key
 	checks   []HealthCheck
+	// backendEntries is backendEntries(offers), kept with them.
+	backendEntries int
+}
+
+// backendEntries counts the distinct endpoints of each Service port and
+// family among offers: the backend entries the datapath shares between
+// the port's frontends.
+func backendEntries(offers []offer) int {
+	type entry struct {
+		port  string
+		proto Protocol
+		be    Backend
+	}
+	seen := map[entry]bool{}
+	add := func(fe *Frontend) {
+		for _, b := range fe.Backends {
+			seen[entry{fe.PortName, fe.Key.Proto, b}] = true
+		}
+	}
+	for i := range offers {
+		if offers[i].shadow {
+			continue
+		}
+		add(&offers[i].fe)
+		if offers[i].twin != nil {
+			add(offers[i].twin)
+		}
+	}
+	return len(seen)
 }
 
 type claimRef struct {
@@ -124,7 +160,11 @@ func newTrackBuilder(in model.Input) trackBuilder {
 func (t *Tracker) State() State { return t.state }
 
 // Totals are the current state's sizes; the caller must not modify them.
-func (t *Tracker) Totals() Totals { return t.totals }
+func (t *Tracker) Totals() Totals {
+	tot := t.totals
+	tot.BackendEntries = t.backendEntries
+	return tot
+}
 
 // Services counts the Services the tracker holds.
 func (t *Tracker) Services() int { return t.services }
@@ -139,7 +179,7 @@ func (t *Tracker) Full(in model.Input) (State, []model.Problem) {
 	reuse := t.started && tb.fp == t.fp
 	old := t.entries
 	t.entries = make(map[types.NamespacedName]*trackEntry, len(in.Services))
-	t.services = 0
+	t.services, t.backendEntries = 0, 0
 	t.withProblems = map[types.NamespacedName]bool{}
 	t.withChecks = map[types.NamespacedName]bool{}
 
@@ -165,7 +205,7 @@ func (t *Tracker) Full(in model.Input) (State, []model.Problem) {
 	for nn, svc := range svcs {
 		var e *trackEntry
 		if prev := old[nn]; reuse && prev != nil && prev.svc == svc && slices.Equal(prev.slices, groups[nn]) {
-			e = &trackEntry{svc: prev.svc, slices: prev.slices, offers: prev.offers, problems: prev.problems, checks: prev.checks}
+			e = &trackEntry{svc: prev.svc, slices: prev.slices, offers: prev.offers, problems: prev.problems, checks: prev.checks, backendEntries: prev.backendEntries}
 		} else {
 			e = tb.compute(nn, svc, groups[nn])
 		}
@@ -254,6 +294,7 @@ func (tb trackBuilder) compute(nn types.NamespacedName, svc *corev1.Service, sl 
 		tb.addService(svc, own)
 	}
 	e.offers, e.problems = tb.offers, tb.problems
+	e.backendEntries = backendEntries(e.offers)
 	if svc != nil {
 		e.checks = tb.healthChecksOf(svc, own, tb.hcFilter, tb.localAddrs)
 	}
@@ -271,6 +312,7 @@ func (t *Tracker) put(nn types.NamespacedName, e *trackEntry) {
 		t.entries = map[types.NamespacedName]*trackEntry{}
 	}
 	t.entries[nn] = e
+	t.backendEntries += e.backendEntries
 	if e.svc != nil {
 		t.services++
 	}
@@ -293,8 +335,11 @@ func (t *Tracker) drop(nn types.NamespacedName) {
 		delete(t.withChecks, nn)
 		t.checksOld = true
 	}
-	if e := t.entries[nn]; e != nil && e.svc != nil {
-		t.services--
+	if e := t.entries[nn]; e != nil {
+		t.backendEntries -= e.backendEntries
+		if e.svc != nil {
+			t.services--
+		}
 	}
 	delete(t.entries, nn)
 }
@@ -338,6 +383,11 @@ func (t *Tracker) resolve(keys map[FrontendKey]bool, d *Delta) {
 			} else {
 				t.setLost(r, nil)
 			}
+		}
+		if win.shadow {
+			t.set(key, nil, d)
+			t.set(twinKey, nil, d)
+			continue
 		}
 		t.set(key, &win.fe, d)
 		t.set(twinKey, win.twin, d)

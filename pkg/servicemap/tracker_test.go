@@ -158,6 +158,68 @@ func checkTracker(t *testing.T, run, step int, in model.Input, tr *Tracker, st S
 	if got := tr.Totals(); got.Frontends != tot.Frontends || got.Backends != tot.Backends {
 		t.Fatalf("run %d step %d: totals %+v, counted %+v", run, step, got, tot)
 	}
+	// Backend entries: kept through the changes as a fresh Full counts
+	// them, and never fewer than the state's endpoints of each Service
+	// port (what the datapath writes), or admission would let in what
+	// does not fit.
+	var fresh Tracker
+	fresh.Full(in)
+	type entry struct {
+		svc   types.NamespacedName
+		port  string
+		proto Protocol
+		be    Backend
+	}
+	written := map[entry]bool{}
+	for _, fe := range st {
+		for _, b := range fe.Backends {
+			written[entry{fe.Service, fe.PortName, fe.Key.Proto, b}] = true
+		}
+	}
+	if got, want := tr.Totals().BackendEntries, fresh.Totals().BackendEntries; got != want || got < len(written) {
+		t.Fatalf("run %d step %d: %d backend entries counted, a fresh Full counts %d, the state writes %d", run, step, got, want, len(written))
+	}
+}
+
+// TestBackendEntriesPerServicePort: a Service port's frontends share its
+// endpoints' backend entries (a ClusterIP and its NodePort: 2 endpoints,
+// 4 slots), another Service's count apart, as the datapath writes them.
+func TestBackendEntriesPerServicePort(t *testing.T) {
+	eps := func(name string) *discoveryv1.EndpointSlice {
+		return v4("default/"+name+"-1", name, httpPort, ready("10.0.0.1"), ready("10.0.0.2"))
+	}
+	in := buildCase{
+		services: []*corev1.Service{nodePortSvc(), svc("default/other", "10.96.0.11", sport("http", tcp, 80))},
+		slices:   []*discoveryv1.EndpointSlice{eps("web"), eps("other")},
+		local:    []string{"192.168.1.5", "10.1.0.5"},
+	}.input()
+	var tr Tracker
+	tr.Full(in)
+	if got := tr.Totals(); got.Backends != 6 || got.BackendEntries != 4 {
+		t.Errorf("totals: %d slots and %d backend entries, want 6 (2 ClusterIPs and a NodePort of 2 endpoints) and 4 (2 per Service)", got.Backends, got.BackendEntries)
+	}
+	var web Demand
+	for _, d := range tr.Demands() {
+		if d.Service.Name == "web" {
+			web = d
+		}
+	}
+	if web.Frontends != 2 || web.Slots != 4 || web.Backends != 2 {
+		t.Errorf("web's demand %+v, want 2 frontends, 4 slots, 2 backends", web)
+	}
+
+	// Updates keep the count: web gains an endpoint, other goes.
+	nn := types.NamespacedName{Namespace: "default", Name: "web"}
+	three := v4("default/web-1", "web", httpPort, ready("10.0.0.1"), ready("10.0.0.2"), ready("10.0.0.3"))
+	if _, _, ok := tr.Update(nodeFacts(in), map[types.NamespacedName]ServiceObjects{
+		nn: {Service: nodePortSvc(), Slices: []*discoveryv1.EndpointSlice{three}},
+		{Namespace: "default", Name: "other"}: {},
+	}); !ok {
+		t.Fatal("Update refused")
+	}
+	if got := tr.Totals(); got.Backends != 6 || got.BackendEntries != 3 {
+		t.Errorf("after the updates: %d slots and %d backend entries, want 6 and 3", got.Backends, got.BackendEntries)
+	}
 }
 
 // nodeFacts is what the agent hands Update: source.Tracked's NodeInput
@@ -430,8 +492,12 @@ func TestTrackerFullReuse(t *testing.T) {
 			noop:   true,
 		},
 		{
-			name:   "this node's interface addresses change: web's NodePort moves",
+			// web is computed again (it reads them), and its NodePort,
+			// one frontend at 0.0.0.0 looked up through node_addrs,
+			// stays as it was.
+			name:   "this node's interface addresses change: web's NodePort stays the one wildcard",
 			change: func(in *model.Input) { in.LocalAddresses = []netip.Addr{netip.MustParseAddr("10.1.0.5")} },
+			noop:   true,
 		},
 		{
 			name: "another Node's address changes: ext's externalIP is no longer captured",

@@ -151,6 +151,10 @@ type Frontend struct {
 	// kube-proxy's KUBE-FW chain, whether it comes from another machine or
 	// from a socket on the node.
 	SourceRanges []netip.Prefix
+	// LocalNodeOnly marks a NodePort frontend (at the unspecified address,
+	// served at this node's NodePort addresses) that must not serve the
+	// other nodes' addresses: externalTrafficPolicy Local (see addNodePort).
+	LocalNodeOnly bool
 	// Lingering is the Service port's serving endpoints (of the family)
 	// that Backends leaves out: terminating while another is ready, or
 	// left out by a traffic policy or topology. New connections never go
@@ -165,7 +169,7 @@ type Frontend struct {
 func (a Frontend) Equal(b Frontend) bool {
 	if a.Key != b.Key || a.Kind != b.Kind || a.Service != b.Service ||
 		a.PortName != b.PortName || len(a.Backends) != len(b.Backends) ||
-		a.Affinity != b.Affinity || a.PolicyDrop != b.PolicyDrop || a.LocalOnly != b.LocalOnly {
+		a.Affinity != b.Affinity || a.PolicyDrop != b.PolicyDrop || a.LocalOnly != b.LocalOnly || a.LocalNodeOnly != b.LocalNodeOnly {
 		return false
 	}
 	for i := range a.Backends {
