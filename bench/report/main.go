@@ -99,6 +99,9 @@ func section(r namedRun, page string) (string, error) {
 	if res.ScenarioOf() == schema.ScenarioExternal {
 		return externalSection(r, page), nil
 	}
+	if len(res.Runs) == 0 && len(res.Capacity) > 0 {
+		return capacitySection(r, page), nil
+	}
 	sizes, dps := axes(res.Runs)
 	connectsPNG := filepath.Join(r.dir, "connects.png")
 	progPNG := filepath.Join(r.dir, "prog_latency.png")
@@ -128,8 +131,26 @@ func section(r namedRun, page string) (string, error) {
 	hookTable(&w, res.HookCost)
 	mapTable(&w, res.SocklbMaps)
 	churnTable(&w, res.Runs, res.Churn)
+	capacityTable(&w, res.Capacity)
 	profileList(&w, res.Profiles, func(p string) string { return rel(page, filepath.Join(r.dir, p)) })
 	return w.String(), nil
+}
+
+// capacitySection is a run of the capacity case alone.
+func capacitySection(r namedRun, page string) string {
+	var w strings.Builder
+	dirty := ""
+	if d, _ := r.res.Machine["git_dirty"].(bool); d {
+		dirty = " (with uncommitted changes)"
+	}
+	fmt.Fprintf(&w, "# Run `%s`: commit %s%s, %s\n\n", r.name, short(r.commit()), dirty, orDash(r.date()))
+	fmt.Fprintf(&w, "Raw figures: [%s](%s). The capacity case alone.\n\n", r.name+"/"+rawFile, rel(page, filepath.Join(r.dir, rawFile)))
+	machineTable(&w, r.res)
+	fmt.Fprintf(&w, "\n## Figures\n\n")
+	capacityTable(&w, r.res.Capacity)
+	mapTable(&w, r.res.SocklbMaps)
+	profileList(&w, r.res.Profiles, func(p string) string { return rel(page, filepath.Join(r.dir, p)) })
+	return w.String()
 }
 
 // machineTable is the run's machine facts and notes.

@@ -167,6 +167,47 @@ type Results struct {
 	Churn      []Churn        `json:"churn"`
 	HookCost   []HookCost     `json:"hook_cost"`
 	Profiles   []Profile      `json:"profiles"`
+	// Capacity is the capacity case, when the run had one (--capacity).
+	Capacity []Capacity `json:"capacity,omitempty"`
+}
+
+// Capacity is whether socklb's default maps took every Service of the
+// capacity case (#22): NServices Services (the target and the probe
+// among them) of EndpointsPerService endpoints and Ports ports each,
+// NodePortServices of them NodePorts, on a Node with NodeAddresses, all
+// read from socklb's own metrics after its full sync, and whether the
+// target's NodePort answered at each Node address.
+type Capacity struct {
+	NServices           int      `json:"n_services"`
+	Ports               int      `json:"ports"`
+	EndpointsPerService int      `json:"endpoints_per_service"`
+	NodePortServices    int      `json:"nodeport_services"`
+	NodeAddresses       []string `json:"node_addresses"`
+	FullSyncS           *float64 `json:"full_sync_s"`
+	// Frontends and Slots (socklb_frontends, socklb_backends: the
+	// endpoints of every frontend) as desired and as programmed
+	// (socklb_frontends_programmed, socklb_backends_programmed).
+	Frontends           int `json:"frontends"`
+	FrontendsProgrammed int `json:"frontends_programmed"`
+	Slots               int `json:"slots"`
+	SlotsProgrammed     int `json:"slots_programmed"`
+	// RefusedServices counts socklb_refused_services' series: Services
+	// the maps had no room for.
+	RefusedServices int `json:"refused_services"`
+	// MapPressure is socklb_bpf_map_pressure per map: entries over
+	// capacity.
+	MapPressure map[string]float64 `json:"map_pressure"`
+	MapMiB      *float64           `json:"map_mib"`
+	AgentRSSMiB *float64           `json:"agent_rss_mib"`
+	// AgentPeakRSSMiB is VmHWM at the same moment.
+	AgentPeakRSSMiB *float64 `json:"agent_peak_rss_mib"`
+	// NodePortAnswers is, per Node address, the connects to the
+	// target's NodePort there that the target answered, of
+	// NodePortTries.
+	NodePortAnswers map[string]int `json:"nodeport_answers"`
+	NodePortTries   int            `json:"nodeport_tries"`
+	// Note says why figures are missing (no full sync in time).
+	Note string `json:"note,omitempty"`
 }
 
 // Scenarios of a run.

@@ -212,7 +212,7 @@ func TestBackendEntriesPerServicePort(t *testing.T) {
 	nn := types.NamespacedName{Namespace: "default", Name: "web"}
 	three := v4("default/web-1", "web", httpPort, ready("10.0.0.1"), ready("10.0.0.2"), ready("10.0.0.3"))
 	if _, _, ok := tr.Update(nodeFacts(in), map[types.NamespacedName]ServiceObjects{
-		nn: {Service: nodePortSvc(), Slices: []*discoveryv1.EndpointSlice{three}},
+		nn:                                    {Service: nodePortSvc(), Slices: []*discoveryv1.EndpointSlice{three}},
 		{Namespace: "default", Name: "other"}: {},
 	}); !ok {
 		t.Fatal("Update refused")

@@ -25,11 +25,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // fillerVIPBase: fillers take ClusterIPs from 10.104.0.0/13, the upper half
@@ -84,9 +82,9 @@ func takenOffsets(vips ...string) []uint32 {
 // fillerKVs are filler i's Service, EndpointSlice and IPAddress as etcd
 // holds them (JSON, which the API server's storage decoder reads as well as
 // protobuf; it applies defaults on read).
-func fillerKVs(i int, vip netip.Addr, now metav1.Time) ([]etcdKV, error) {
+func fillerKVs(i int, vip netip.Addr, now metav1.Time, sh shape) ([]etcdKV, error) {
 	name := fmt.Sprintf("fill-%d", i)
-	svc := service(name, corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(tcpPort), Protocol: corev1.ProtocolTCP})
+	svc := service(name, sh.servicePorts(i)...)
 	svc.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 	svc.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", 2*i))
 	svc.CreationTimestamp = now
@@ -95,12 +93,15 @@ func fillerKVs(i int, vip netip.Addr, now metav1.Time) ([]etcdKV, error) {
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = vip.String(), []string{vip.String()}
 	svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = []corev1.IPFamily{corev1.IPv4Protocol}, &single
 	svc.Spec.SessionAffinity, svc.Spec.InternalTrafficPolicy = corev1.ServiceAffinityNone, &cluster
+	if sh.nodePort(i) {
+		svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster
+	}
 
 	ips := make([]string, endpointsPerService)
 	for j := range ips {
 		ips[j] = fillerIP(i, j)
 	}
-	sl := slice(name, name, []discoveryv1.EndpointPort{tcpEP("")}, ips...)
+	sl := slice(name, name, sh.endpointPorts(), ips...)
 	sl.TypeMeta = metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"}
 	sl.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", 2*i+1))
 	sl.CreationTimestamp = now
@@ -184,7 +185,7 @@ func (o *objects) growEtcd(ctx context.Context, from, want int) error {
 	err := inParallel(ctx, 4, from, want, fillersPerTxn, func(lo, hi int) error {
 		var kvs []etcdKV
 		for i := lo; i < hi; i++ {
-			k, err := fillerKVs(i, fillerVIP(i, taken), now)
+			k, err := fillerKVs(i, fillerVIP(i, taken), now, o.shape)
 			if err != nil {
 				return err
 			}

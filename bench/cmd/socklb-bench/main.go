@@ -79,6 +79,7 @@ type config struct {
 	bpftool        bool   // socklb's map memory is measured with it
 	cpu            int    // the CPU of the client and the servers
 	self           string // this binary
+	capacity       int    // the capacity case's N (capacity.go); 0: none
 }
 
 // sizeOut is what one size adds to the results.
@@ -137,8 +138,12 @@ func benchMain() error {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the logs directory")
 	flag.StringVar(&cfg.fill, "fill", "etcd", "how the filler Services and slices are written: etcd (straight into the API server's storage; kube-apiserver's ClusterIP allocator costs O(N) per Service create) or api")
 	flag.IntVar(&cfg.cpu, "cpu", runtime.NumCPU()-1, "CPU for the client and the pods' servers: one request/response is one CPU's work")
+	flag.IntVar(&cfg.capacity, "capacity", 0, "after the sizes, the capacity case at this N: the fillers rewritten with 2 ports, every 10th a NodePort, the Node with 4 addresses, socklb alone on its default maps (0: none)")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
+		if s == "" && cfg.capacity > 0 {
+			continue
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 2 {
 			return fmt.Errorf("bad size %q", s)
@@ -146,7 +151,13 @@ func benchMain() error {
 		cfg.sizes = append(cfg.sizes, n)
 	}
 	slices.Sort(cfg.sizes)
+	if cfg.capacity > 0 && cfg.capacity < 2 {
+		return fmt.Errorf("--capacity %d: at least 2 (the target and the probe)", cfg.capacity)
+	}
 	external := cfg.scenario == schema.ScenarioExternal
+	if external && cfg.capacity > 0 {
+		return fmt.Errorf("--capacity runs in the clusterip scenario")
+	}
 	if !external && cfg.scenario != schema.ScenarioClusterIP {
 		return fmt.Errorf("--scenario %q: %s or %s", cfg.scenario, schema.ScenarioClusterIP, schema.ScenarioExternal)
 	}
@@ -243,6 +254,9 @@ func benchMain() error {
 		objs.etcd = cp.EtcdURL
 	}
 
+	if cfg.name == "" && sizes == "" {
+		cfg.name = fmt.Sprintf("capacity-n%d", cfg.capacity)
+	}
 	if cfg.name == "" {
 		cfg.name = "n" + strings.ReplaceAll(sizes, ",", "-")
 		if external {
@@ -284,6 +298,22 @@ func benchMain() error {
 			res.Machine["notes"] = append(old, so.notes...)
 		}
 		// After every size, so that a long run keeps what it measured.
+		if err := write(cfg.runDir, res); err != nil {
+			return err
+		}
+	}
+	if cfg.capacity > 0 {
+		logf("=== capacity case: N=%d", cfg.capacity)
+		if err := objs.reshape(ctx, cfg.capacity); err != nil {
+			return fmt.Errorf("capacity case: %w", err)
+		}
+		c, err := capacityRun(ctx, &cfg, cp, objs, cfg.capacity, dir, self)
+		if err != nil {
+			cfg.keep = true
+			return errors.Join(fmt.Errorf("capacity case: %w", err), checkHost(hostBefore))
+		}
+		res.Capacity = append(res.Capacity, c)
+		res.Machine["api_object_writes"] = strings.Join(objs.writeRates, ", ")
 		if err := write(cfg.runDir, res); err != nil {
 			return err
 		}

@@ -52,10 +52,55 @@ type objects struct {
 	others    int    // Services besides the fillers: target, probe (and the external scenario's)
 	etcd      string // etcd's client URL: fillers are written there (etcdfill.go); "": through the API server
 	churned   int    // endpoint changes made by churnOne so far
+	shape     shape  // how the fillers look
 	// writeRates are the API writes per second of each grow, kept in the
 	// run's machine facts: at 100 000 Services the 200 000 writes take
 	// minutes, and a slow API server shows there first.
 	writeRates []string
+}
+
+// shape is how the fillers look: one TCP port and no NodePort in the
+// sizes' runs, more in the capacity case (capacity.go).
+type shape struct {
+	ports         int // TCP ports 80, 81, ... to 8080, 8081, ... (0 is 1)
+	nodePortEvery int // filler i is a NodePort when i % nodePortEvery == 0; 0: none
+}
+
+// fillerNodePortBase is the first filler NodePort: above the API server's
+// default range (30000-32767, the target's), below the SNAT ports (61000):
+// the fillers go to etcd past the allocator.
+const fillerNodePortBase = 33000
+
+func (sh shape) portCount() int { return max(sh.ports, 1) }
+
+func (sh shape) nodePort(i int) bool { return sh.nodePortEvery > 0 && i%sh.nodePortEvery == 0 }
+
+// servicePorts are filler i's ports: unnamed when it has one, as before.
+func (sh shape) servicePorts(i int) []corev1.ServicePort {
+	n := sh.portCount()
+	out := make([]corev1.ServicePort, n)
+	for j := range out {
+		out[j] = corev1.ServicePort{Port: int32(80 + j), TargetPort: intstr.FromInt32(int32(tcpPort + j)), Protocol: corev1.ProtocolTCP}
+		if n > 1 {
+			out[j].Name = fmt.Sprintf("p%d", j)
+		}
+		if sh.nodePort(i) {
+			out[j].NodePort = int32(fillerNodePortBase + (i/sh.nodePortEvery)*n + j)
+		}
+	}
+	return out
+}
+
+func (sh shape) endpointPorts() []discoveryv1.EndpointPort {
+	n := sh.portCount()
+	if n == 1 {
+		return []discoveryv1.EndpointPort{tcpEP("")}
+	}
+	out := make([]discoveryv1.EndpointPort, n)
+	for j := range out {
+		out[j] = testkit.EndpointPort(fmt.Sprintf("p%d", j), corev1.ProtocolTCP, int32(tcpPort+j))
+	}
+	return out
 }
 
 func slice(name, svc string, ports []discoveryv1.EndpointPort, ips ...string) *discoveryv1.EndpointSlice {

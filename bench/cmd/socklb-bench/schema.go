@@ -12,4 +12,5 @@ type (
 	Profile     = schema.Profile
 	Results     = schema.Results
 	ExternalRun = schema.ExternalRun
+	Capacity    = schema.Capacity
 )
