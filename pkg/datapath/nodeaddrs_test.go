@@ -23,15 +23,7 @@ func TestRemoteNodePortTranslatedAtConnect(t *testing.T) {
 	if err := d.SetNodeAddresses(nil, remote); err != nil {
 		t.Fatal(err)
 	}
-	check := func(dst string, want result) {
-		t.Helper()
-		got := run(t, p.TestTranslateConnect, netip.MustParseAddrPort(dst), servicemap.TCP, 1)
-		if got.verdict != want.verdict || (want.verdict == verdictXlated && got.addrPort != want.addrPort) {
-			t.Errorf("connect %s: verdict %d to %s, want %d to %s", dst, got.verdict, got.addrPort, want.verdict, want.addrPort)
-		}
-	}
-	xlated := func(s string) result { return result{verdict: verdictXlated, addrPort: netip.MustParseAddrPort(s)} }
-	pass := result{verdict: verdictPass}
+	check := connectChecker(t, p)
 	check("10.250.0.12:30080", xlated("10.244.2.5:8080"))
 	check("[fd00:250::12]:30080", xlated("[fd00:244:2::5]:8080"))
 	check("10.250.0.13:30080", pass)
@@ -69,15 +61,7 @@ func TestNodePortAtNodeAddresses(t *testing.T) {
 	if err := d.SetNodeAddresses(own, remote); err != nil {
 		t.Fatal(err)
 	}
-	check := func(dst string, want result) {
-		t.Helper()
-		got := run(t, p.TestTranslateConnect, netip.MustParseAddrPort(dst), servicemap.TCP, 1)
-		if got.verdict != want.verdict || (want.verdict == verdictXlated && got.addrPort != want.addrPort) {
-			t.Errorf("connect %s: verdict %d to %s, want %d to %s", dst, got.verdict, got.addrPort, want.verdict, want.addrPort)
-		}
-	}
-	xlated := func(s string) result { return result{verdict: verdictXlated, addrPort: netip.MustParseAddrPort(s)} }
-	pass := result{verdict: verdictPass}
+	check := connectChecker(t, p)
 	check("192.168.1.5:30080", xlated("10.244.2.5:8080"))
 	check("127.0.0.1:30080", xlated("10.244.2.5:8080"))
 	check("[fd00:1::5]:30080", xlated("[fd00:244:2::5]:8080"))
@@ -102,3 +86,19 @@ func TestNodePortAtNodeAddresses(t *testing.T) {
 	}
 	check("10.250.0.12:30081", xlated("10.244.2.6:8080"))
 }
+
+// connectChecker runs TestTranslateConnect for a TCP socket to dst and
+// compares its verdict (and, translated, its destination) with want.
+func connectChecker(t *testing.T, p *socklbbpf.SocklbTestObjects) func(dst string, want result) {
+	return func(dst string, want result) {
+		t.Helper()
+		got := run(t, p.TestTranslateConnect, netip.MustParseAddrPort(dst), servicemap.TCP, 1)
+		if got.verdict != want.verdict || (want.verdict == verdictXlated && got.addrPort != want.addrPort) {
+			t.Errorf("connect %s: verdict %d to %s, want %d to %s", dst, got.verdict, got.addrPort, want.verdict, want.addrPort)
+		}
+	}
+}
+
+func xlated(s string) result { return result{verdict: verdictXlated, addrPort: netip.MustParseAddrPort(s)} }
+
+var pass = result{verdict: verdictPass}
