@@ -123,6 +123,11 @@ func section(r namedRun, page string) (string, error) {
 
 	fmt.Fprintf(&w, "socklb's figures of this run; a target whose N this run did not measure says so.\n\n")
 	writeTargets(&w, res)
+	if has22(res) {
+		fmt.Fprintf(&w, "\n## Targets of issue #22 (the goal, not a test)\n\n")
+		fmt.Fprintf(&w, "socklb's figures of this run; connect4 against an empty program is bench/HOOKCOST.md's, and bench/NOTES.md says why each miss is one.\n\n")
+		writeTargets22(&w, res)
+	}
 	fmt.Fprintf(&w, "\n## Plots\n\n![connects/s vs N](%s)\n\n![programming latency p99 vs N](%s)\n\n", rel(page, connectsPNG), rel(page, progPNG))
 	fmt.Fprintf(&w, "## Figures\n\n")
 	for _, m := range metrics {
@@ -146,6 +151,8 @@ func capacitySection(r namedRun, page string) string {
 	fmt.Fprintf(&w, "# Run `%s`: commit %s%s, %s\n\n", r.name, short(r.commit()), dirty, orDash(r.date()))
 	fmt.Fprintf(&w, "Raw figures: [%s](%s). The capacity case alone.\n\n", r.name+"/"+rawFile, rel(page, filepath.Join(r.dir, rawFile)))
 	machineTable(&w, r.res)
+	fmt.Fprintf(&w, "\n## Targets of issue #22 (the goal, not a test)\n\n")
+	writeTargets22(&w, r.res)
 	fmt.Fprintf(&w, "\n## Figures\n\n")
 	capacityTable(&w, r.res.Capacity)
 	mapTable(&w, r.res.SocklbMaps)
