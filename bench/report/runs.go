@@ -46,7 +46,7 @@ func findRuns(results string) ([]namedRun, error) {
 		if err := json.Unmarshal(b, &r.res); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, rawFile), err)
 		}
-		if len(r.res.Runs) == 0 && len(r.res.External) == 0 {
+		if len(r.res.Runs) == 0 && len(r.res.External) == 0 && len(r.res.Capacity) == 0 {
 			return nil, fmt.Errorf("%s: no runs: remove the directory or rerun `make bench BENCH_NAME=%s`", filepath.Join(dir, rawFile), e.Name())
 		}
 		runs = append(runs, r)
