@@ -470,7 +470,7 @@ func prepare(ctx context.Context, d *dataplane, o *objects, n int, self string, 
 			cnt0, _ = d.metric("socklb_sync_proxy_rules_duration_seconds_count")
 		}
 		var lat, watchLat []float64
-		pw, err := watchProbe(ctx, o.c, o.probe.ResourceVersion)
+		pw, err := watchProbe(ctx, o.c)
 		if err != nil {
 			return err
 		}

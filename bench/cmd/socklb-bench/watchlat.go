@@ -6,6 +6,7 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +20,7 @@ import (
 type probeWatch struct {
 	w    watch.Interface
 	seen chan seenAt
+	err  error // the API server's error event, set before seen closes
 }
 
 type seenAt struct {
@@ -26,8 +28,17 @@ type seenAt struct {
 	at time.Time
 }
 
-// watchProbe starts watching the probe slice from resourceVersion rv.
-func watchProbe(ctx context.Context, c kubernetes.Interface, rv string) (*probeWatch, error) {
+// watchProbe starts watching the probe slice from its resourceVersion now.
+// Not from the version the harness last wrote: filling etcd with the next
+// size's Services (300 000 writes from 30 000 to 100 000) pushes that
+// version out of the API server's watch cache, which then ends the watch
+// at once with 410 Gone (what stopped the run full-n1k-100k at 100 000).
+func watchProbe(ctx context.Context, c kubernetes.Interface) (*probeWatch, error) {
+	cur, err := c.DiscoveryV1().EndpointSlices(benchNS).Get(ctx, "probe", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the probe EndpointSlice: %w", err)
+	}
+	rv := cur.ResourceVersion
 	w, err := c.DiscoveryV1().EndpointSlices(benchNS).Watch(ctx, metav1.ListOptions{
 		FieldSelector:   "metadata.name=probe",
 		ResourceVersion: rv,
@@ -43,6 +54,9 @@ func watchProbe(ctx context.Context, c kubernetes.Interface, rv string) (*probeW
 			if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok && ev.Type == watch.Modified {
 				p.seen <- seenAt{s.ResourceVersion, at}
 			}
+			if ev.Type == watch.Error {
+				p.err = apierrors.FromObject(ev.Object)
+			}
 		}
 	}()
 	return p, nil
@@ -56,7 +70,7 @@ func (p *probeWatch) wait(rv string, timeout time.Duration) (time.Time, error) {
 		select {
 		case s, ok := <-p.seen:
 			if !ok {
-				return time.Time{}, fmt.Errorf("the probe watch closed before resourceVersion %s arrived", rv)
+				return time.Time{}, fmt.Errorf("the probe watch closed before resourceVersion %s arrived (%v)", rv, p.err)
 			}
 			if s.rv == rv {
 				return s.at, nil
