@@ -217,8 +217,8 @@ func (a *Agent) sync(full bool) bool {
 	a.events = eventBudget{left: maxEventsPerSync}
 	a.reportProblems(r.problems)
 	a.reportRefusals(refusedBefore)
-	applyStart := time.Now()
 	addrsOK := a.setNodeAddresses()
+	applyStart := time.Now()
 	res := a.apply(r)
 	applied := time.Now()
 	a.reportFailures(r.state, res)

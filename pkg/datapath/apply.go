@@ -309,16 +309,23 @@ func (d *Datapath) retire(old, next *Service) {
 	for slot := range old.BackendIDs {
 		_ = d.t.slots.Delete(socklbbpf.SocklbSlotKey{SvcId: old.ID, Generation: old.Generation, Slot: uint32(slot)})
 	}
+	// Backend entries go by id (a renamed Service port takes another
+	// port's ids for the same endpoints); members by endpoint, as they are
+	// keyed, so a renamed port's new members stay.
 	kept := map[uint32]bool{}
 	for _, id := range next.BackendIDs {
 		kept[id] = true
+	}
+	stays := map[servicemap.Backend]bool{}
+	for _, b := range next.Frontend.Backends {
+		stays[b] = true
 	}
 	// A frontend that no longer needs members (sessionAffinity turned
 	// off) drops them all, now that no reader of the new generation
 	// looks for them.
 	dropAll := needsMembers(old.Frontend) && !needsMembers(next.Frontend)
 	for i, id := range old.BackendIDs {
-		if !kept[id] || dropAll {
+		if !stays[old.Frontend.Backends[i]] || dropAll {
 			_ = d.t.members.Delete(memberKey(old.ID, old.Frontend.Backends[i]))
 		}
 		if !kept[id] {

@@ -119,3 +119,30 @@ func usageOf(u []MapUsage, name string) uint32 {
 	}
 	return 0
 }
+
+// TestPortRenameKeepsMembers: a frontend whose Service port is renamed
+// under the same address takes the new port's backend entries; the
+// members of the endpoints it keeps stay (its svc id is the same, so their
+// keys are the new generation's too), and the old port's entries go.
+func TestPortRenameKeepsMembers(t *testing.T) {
+	d := openTest(t, Config{})
+	fe := frontend("10.96.0.20", 53, servicemap.UDP, "10.244.1.1:5353", "10.244.1.2:5353")
+	mustApply(t, d, state(fe))
+	before := d.Programmed()[fe.Key]
+	renamed := fe
+	renamed.PortName = "dns-renamed"
+	mustApply(t, d, state(renamed))
+	after := d.Programmed()[fe.Key]
+	if after.AffinityID == before.AffinityID {
+		t.Fatalf("the renamed port kept affinity id %d", after.AffinityID)
+	}
+	for i, b := range renamed.Backends {
+		var id uint32
+		if err := d.t.members.Lookup(memberKey(after.ID, b), &id); err != nil || id != after.BackendIDs[i] {
+			t.Errorf("member %s: id %d (%v), want %d", b, id, err, after.BackendIDs[i])
+		}
+	}
+	if n := countKeys[uint32](t, d.t.backends); n != 2 {
+		t.Errorf("backends map holds %d entries after the rename, want 2", n)
+	}
+}

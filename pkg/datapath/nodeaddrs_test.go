@@ -99,6 +99,8 @@ func connectChecker(t *testing.T, p *socklbbpf.SocklbTestObjects) func(dst strin
 	}
 }
 
-func xlated(s string) result { return result{verdict: verdictXlated, addrPort: netip.MustParseAddrPort(s)} }
+func xlated(s string) result {
+	return result{verdict: verdictXlated, addrPort: netip.MustParseAddrPort(s)}
+}
 
 var pass = result{verdict: verdictPass}
